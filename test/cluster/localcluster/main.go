@@ -1,0 +1,80 @@
+// Command localcluster starts and stops the local control plane used by the demo and the tests.
+//
+//	localcluster build [--with kube-scheduler,...]   build and cache the binaries
+//	localcluster up    [--dir DIR] [--with ...]      start, print the kubeconfig path
+//	localcluster down  [--dir DIR]                   stop and remove DIR
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+
+	"github.com/draforge/draforge/test/cluster"
+)
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "localcluster:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	if len(args) == 0 {
+		return fmt.Errorf("usage: localcluster build|up|down [flags]")
+	}
+	fs := flag.NewFlagSet(args[0], flag.ContinueOnError)
+	dir := fs.String("dir", ".draforge/cluster", "state directory (certificates, data, logs, kubeconfig)")
+	with := fs.String("with", "", "extra components: kube-controller-manager,kube-scheduler")
+	cache := fs.String("cache", cluster.DefaultCacheDir(), "binary cache directory")
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	var extra []cluster.Component
+	for _, c := range strings.Split(*with, ",") {
+		if c = strings.TrimSpace(c); c != "" {
+			extra = append(extra, cluster.Component(c))
+		}
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	switch args[0] {
+	case "build":
+		for _, c := range append([]cluster.Component{cluster.Etcd, cluster.APIServer}, extra...) {
+			bin, err := cluster.Binary(ctx, *cache, c, os.Stderr)
+			if err != nil {
+				return err
+			}
+			fmt.Println(bin)
+		}
+		return nil
+	case "up":
+		c, err := cluster.Start(ctx, cluster.Options{Dir: *dir, CacheDir: *cache, Extra: extra, Detach: true, Log: os.Stderr})
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(os.Stderr, "cluster ready at %s\n", c.Server)
+		fmt.Println(c.Kubeconfig)
+		return nil
+	case "down":
+		c, err := cluster.Load(*dir)
+		if os.IsNotExist(err) || (err != nil && !fileExists(*dir)) {
+			fmt.Fprintln(os.Stderr, "no cluster running from", *dir)
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		return c.Stop()
+	}
+	return fmt.Errorf("unknown command %q", args[0])
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
