@@ -16,6 +16,7 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -124,6 +125,8 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 		"--service-cluster-ip-range=10.0.0.0/24",
 		"--allow-privileged=true",
 		"--profiling=false",
+		// The kubernetes Service endpoint may not point at loopback; nothing in-cluster needs it.
+		"--endpoint-reconciler-type=none",
 	}})
 	for _, x := range o.Extra {
 		common := []string{"--kubeconfig=" + c.Kubeconfig, "--leader-elect=false", "--secure-port=0"}
@@ -149,8 +152,9 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 		}
 		if p.Name == APIServer {
 			if err := WaitReady(ctx, c.Server, certs, 90*time.Second); err != nil {
+				tail := logTail(p.Log, 30)
 				c.Stop()
-				return nil, fmt.Errorf("%w (see %s)", err, p.Log)
+				return nil, fmt.Errorf("%w; last lines of its log:\n%s", err, tail)
 			}
 		}
 	}
@@ -173,6 +177,20 @@ func (c *Cluster) Stop() error {
 		stopPid(p.Pid)
 	}
 	return os.RemoveAll(c.Dir)
+}
+
+// Spawn starts an extra process (a controller, an API server) under the cluster's supervision:
+// it logs to the cluster's log directory and Stop ends it before the control plane.
+func (c *Cluster) Spawn(name string, argv []string) (*Proc, error) {
+	if len(argv) == 0 {
+		return nil, fmt.Errorf("spawn %s: no command", name)
+	}
+	p := &Proc{Name: Component(name), Bin: argv[0], Args: argv[1:]}
+	if err := c.start(p); err != nil {
+		return nil, err
+	}
+	c.Procs = append(c.Procs, p)
+	return p, c.saveState()
 }
 
 // StopComponent stops one component, leaving the rest running (outage tests).
@@ -314,6 +332,12 @@ func WaitReady(ctx context.Context, server string, certs pki, timeout time.Durat
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
+}
+
+func logTail(path string, lines int) string {
+	b, _ := os.ReadFile(path)
+	all := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	return strings.Join(all[max(0, len(all)-lines):], "\n")
 }
 
 func writeKubeconfig(path, server string, certs pki) error {

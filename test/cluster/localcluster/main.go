@@ -2,6 +2,7 @@
 //
 //	localcluster build [--with kube-scheduler,...]   build and cache the binaries
 //	localcluster up    [--dir DIR] [--with ...]      start, print the kubeconfig path
+//	localcluster spawn [--dir DIR] --name N -- CMD... run CMD detached; down stops it first
 //	localcluster down  [--dir DIR]                   stop and remove DIR
 package main
 
@@ -31,6 +32,7 @@ func run(args []string) error {
 	dir := fs.String("dir", ".draforge/cluster", "state directory (certificates, data, logs, kubeconfig)")
 	with := fs.String("with", "", "extra components: kube-controller-manager,kube-scheduler")
 	cache := fs.String("cache", cluster.DefaultCacheDir(), "binary cache directory")
+	name := fs.String("name", "", "spawn: name of the process")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
@@ -59,6 +61,20 @@ func run(args []string) error {
 		}
 		fmt.Fprintf(os.Stderr, "cluster ready at %s\n", c.Server)
 		fmt.Println(c.Kubeconfig)
+		return nil
+	case "spawn":
+		c, err := cluster.Load(*dir)
+		if err != nil {
+			return err
+		}
+		if *name == "" {
+			return fmt.Errorf("spawn needs --name")
+		}
+		p, err := c.Spawn(*name, fs.Args())
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(os.Stderr, "%s running (pid %d, log %s)\n", *name, p.Pid, p.Log)
 		return nil
 	case "down":
 		c, err := cluster.Load(*dir)

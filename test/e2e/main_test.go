@@ -1,0 +1,41 @@
+// Package e2e runs DRAForge against a real kube-apiserver. TestMain starts one local control
+// plane for the package (test/cluster) unless KUBECONFIG names an existing cluster; every test
+// gets its own namespace.
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+
+	"github.com/draforge/draforge/test/cluster"
+)
+
+// kubeconfigPath is the cluster every test in this package talks to.
+var kubeconfigPath string
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	if kc := os.Getenv("KUBECONFIG"); kc != "" {
+		fmt.Fprintln(os.Stderr, "e2e: using the existing cluster from KUBECONFIG", kc)
+		kubeconfigPath = kc
+		return m.Run()
+	}
+	dir, err := os.MkdirTemp("", "draforge-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
+	}
+	c, err := cluster.Start(context.Background(), cluster.Options{Dir: dir, Log: os.Stderr})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: start local control plane:", err)
+		return 1
+	}
+	defer c.Stop()
+	kubeconfigPath = c.Kubeconfig
+	return m.Run()
+}
