@@ -1,0 +1,94 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/tools/cache"
+)
+
+// Informers is the one set of dynamic shared informers the engine and the drivers read from.
+// Every informer strips managedFields before caching, which is most of an object's size.
+type Informers struct {
+	factory dynamicinformer.DynamicSharedInformerFactory
+	mu      sync.Mutex
+	byGVR   map[schema.GroupVersionResource]cache.SharedIndexInformer
+}
+
+// NewInformers returns informers over client with no periodic resync: the engine is event-driven.
+func NewInformers(client dynamic.Interface) *Informers {
+	return &Informers{
+		factory: dynamicinformer.NewDynamicSharedInformerFactory(client, 0),
+		byGVR:   map[schema.GroupVersionResource]cache.SharedIndexInformer{},
+	}
+}
+
+// For returns the informer of gvr, creating it on first use. Call it before Start.
+func (i *Informers) For(gvr schema.GroupVersionResource) cache.SharedIndexInformer {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if inf, ok := i.byGVR[gvr]; ok {
+		return inf
+	}
+	inf := i.factory.ForResource(gvr).Informer()
+	_ = inf.SetTransform(stripManagedFields)
+	i.byGVR[gvr] = inf
+	return inf
+}
+
+// Start runs every informer created so far and waits for their caches to fill.
+func (i *Informers) Start(ctx context.Context) error {
+	i.factory.Start(ctx.Done())
+	for gvr, ok := range i.factory.WaitForCacheSync(ctx.Done()) {
+		if !ok {
+			return fmt.Errorf("cache of %s did not sync", gvr)
+		}
+	}
+	return nil
+}
+
+// WaitSynced blocks until every informer has synced; false when ctx ended first.
+func (i *Informers) WaitSynced(ctx context.Context) bool {
+	i.mu.Lock()
+	var synced []cache.InformerSynced
+	for _, inf := range i.byGVR {
+		synced = append(synced, inf.HasSynced)
+	}
+	i.mu.Unlock()
+	return cache.WaitForCacheSync(ctx.Done(), synced...)
+}
+
+// Synced reports whether every informer has synced (for readiness).
+func (i *Informers) Synced() bool {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	for _, inf := range i.byGVR {
+		if !inf.HasSynced() {
+			return false
+		}
+	}
+	return true
+}
+
+// Count is the number of cached objects across informers (for memory measurements).
+func (i *Informers) Count() int {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	n := 0
+	for _, inf := range i.byGVR {
+		n += len(inf.GetStore().ListKeys())
+	}
+	return n
+}
+
+func stripManagedFields(obj any) (any, error) {
+	if acc, err := meta.Accessor(obj); err == nil {
+		acc.SetManagedFields(nil)
+	}
+	return obj, nil
+}

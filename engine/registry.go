@@ -1,0 +1,82 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/draforge/draforge/engine/machine"
+)
+
+// Action does the work of a transition. It may change obj's status in memory (obj is a private
+// copy); the engine writes status back only when it changed. Returning a Pending error keeps the
+// object in its state without counting a retry.
+type Action func(ctx context.Context, obj *unstructured.Unstructured) error
+
+// Observation answers a yes/no question about an object from informer caches.
+type Observation func(ctx context.Context, obj *unstructured.Unstructured) (bool, error)
+
+// Mapper turns a changed object of a trigger resource into keys of a machine's resource.
+type Mapper func(obj *unstructured.Unstructured) []cache.ObjectName
+
+// Registry holds the driver functions machines call by name.
+type Registry struct {
+	actions      map[string]Action
+	observations map[string]Observation
+	mappers      map[string]Mapper
+}
+
+// NewRegistry returns an empty registry.
+func NewRegistry() *Registry {
+	return &Registry{actions: map[string]Action{}, observations: map[string]Observation{}, mappers: map[string]Mapper{}}
+}
+
+// Action registers an action; a second registration of a name panics, as it is a programming error.
+func (r *Registry) Action(name string, fn Action) { register(r.actions, "action", name, fn) }
+
+// Observation registers an observation.
+func (r *Registry) Observation(name string, fn Observation) {
+	register(r.observations, "observation", name, fn)
+}
+
+// Mapper registers a trigger mapper.
+func (r *Registry) Mapper(name string, fn Mapper) { register(r.mappers, "mapper", name, fn) }
+
+func register[F any](m map[string]F, kind, name string, fn F) {
+	if _, dup := m[name]; dup {
+		panic(fmt.Sprintf("engine: %s %q registered twice", kind, name))
+	}
+	m[name] = fn
+}
+
+// Names lists what is registered, for the machine loader's validation.
+func (r *Registry) Names() machine.Names {
+	return machine.Names{Actions: keys(r.actions), Observations: keys(r.observations), Mappers: keys(r.mappers)}
+}
+
+func keys[F any](m map[string]F) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// mapperName strips the "driver:" prefix of a trigger's map.
+func mapperName(m string) (string, bool) { return strings.CutPrefix(m, "driver:") }
+
+// PendingError tells the engine an action cannot make progress yet (for example no device fits
+// a claim). It is not an API error: no retry is counted and the state's requeueAfter applies.
+type PendingError struct{ Reason string }
+
+func (e *PendingError) Error() string { return "pending: " + e.Reason }
+
+// Pending returns a PendingError.
+func Pending(format string, args ...any) error {
+	return &PendingError{Reason: fmt.Sprintf(format, args...)}
+}
