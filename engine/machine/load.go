@@ -162,22 +162,15 @@ func (l *loader) errorf(file string, pos token.Pos, format string, args ...any) 
 	l.errs = append(l.errs, e)
 }
 
-// cueErrors records CUE errors, each at its first position inside file, else at fallback.
-func (l *loader) cueErrors(file string, fallback token.Pos, prefix string, err error) {
+// cueErrors records CUE errors of a file that has no machine to attribute them to.
+func (l *loader) cueErrors(file string, err error) {
 	for _, e := range cueerrors.Errors(err) {
-		pos := fallback
-		for _, p := range cueerrors.Positions(e) {
-			if p.Filename() == file {
-				pos = p
-				break
-			}
+		pos := token.NoPos
+		if ps := cueerrors.Positions(e); len(ps) > 0 && ps[0].Filename() == file {
+			pos = ps[0]
 		}
 		format, args := e.Msg()
-		msg := fmt.Sprintf(format, args...)
-		if p := e.Path(); len(p) > 0 {
-			msg = strings.Join(p, ".") + ": " + msg
-		}
-		l.errorf(file, pos, "%s%s", prefix, msg)
+		l.errorf(file, pos, "%s", fmt.Sprintf(format, args...))
 	}
 }
 
@@ -197,7 +190,7 @@ func (l *loader) file(files fs.FS, name, display string) (out []*Machine) {
 	}
 	f, err := parser.ParseFile(display, src)
 	if err != nil {
-		l.cueErrors(display, token.NoPos, "", err)
+		l.cueErrors(display, err)
 		return nil
 	}
 	if f.PackageName() != "machines" {
@@ -206,12 +199,12 @@ func (l *loader) file(files fs.FS, name, display string) (out []*Machine) {
 	}
 	v := l.ctx.BuildFile(f)
 	if err := v.Err(); err != nil {
-		l.cueErrors(display, token.NoPos, "", err)
+		l.cueErrors(display, err)
 		return nil
 	}
 	it, err := v.Fields()
 	if err != nil {
-		l.cueErrors(display, token.NoPos, "", err)
+		l.cueErrors(display, err)
 		return nil
 	}
 	found := false
@@ -277,18 +270,16 @@ func (l *loader) machine(file, name string, raw cue.Value) *Machine {
 	}
 	l.seen[name] = raw.Pos()
 
+	c := &checker{l: l, file: file, prefix: "machine " + name + ": ", raw: raw}
 	v := l.schema.Unify(raw)
-	prefix := "machine " + name + ": "
-	if err := v.Validate(cue.Concrete(true), cue.Final()); err != nil {
-		l.cueErrors(file, raw.Pos(), prefix, err)
+	if c.validate(v) {
 		return nil
 	}
 	var s spec
 	if err := v.Decode(&s); err != nil {
-		l.cueErrors(file, raw.Pos(), prefix, err)
+		c.cueErrors(err)
 		return nil
 	}
-	c := &checker{l: l, file: file, prefix: prefix, raw: raw}
 	m := &Machine{
 		Name:          name,
 		Source:        file,
@@ -315,7 +306,7 @@ func (l *loader) machine(file, name string, raw cue.Value) *Machine {
 	// Decode loses field order; the states struct keeps it.
 	it, err := v.LookupPath(cue.ParsePath("states")).Fields()
 	if err != nil {
-		l.cueErrors(file, raw.Pos(), prefix, err)
+		c.cueErrors(err)
 		return nil
 	}
 	for it.Next() {

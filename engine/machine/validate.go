@@ -3,10 +3,12 @@ package machine
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"cuelang.org/go/cue"
+	cueerrors "cuelang.org/go/cue/errors"
 	"cuelang.org/go/cue/token"
 )
 
@@ -45,6 +47,106 @@ func (c *checker) at(sels []any) token.Pos {
 
 func (c *checker) errorf(sels []any, format string, args ...any) {
 	c.l.errorf(c.file, c.at(sels), "%s%s: %s", c.prefix, cuePath(sels), fmt.Sprintf(format, args...))
+}
+
+// validate records every schema error in v, the machine unified with #Machine, and
+// reports whether there was any.
+func (c *checker) validate(v cue.Value) bool {
+	err := v.Validate(cue.Concrete(true), cue.Final())
+	if err == nil {
+		return false
+	}
+	c.cueErrors(err)
+	// Validate does not always descend past a failing node: validate each top-level field
+	// on its own too (repeats are dropped after sorting) and check closedness ourselves.
+	if it, ferr := v.Fields(); ferr == nil {
+		for it.Next() {
+			c.cueErrors(it.Value().Validate(cue.Concrete(true), cue.Final()))
+		}
+	}
+	c.closed(c.raw, c.l.schema, nil)
+	return true
+}
+
+// closed reports fields of raw that schema does not allow. CUE skips its own closedness
+// check on a struct that already has another error, which would hide a typo behind an
+// unrelated mistake. Disjunctions (tests, defaults) are left to CUE's own messages.
+func (c *checker) closed(raw, schema cue.Value, sels []any) {
+	if op, _ := schema.Expr(); op == cue.OrOp {
+		return
+	}
+	switch raw.IncompleteKind() {
+	case cue.StructKind:
+		it, err := raw.Fields()
+		if err != nil {
+			return
+		}
+		for it.Next() {
+			sel := it.Selector()
+			at := append(slices.Clone(sels), sel.Unquoted())
+			s, ok := field(schema, sel)
+			if !ok {
+				c.errorf(at, "field not allowed")
+				continue
+			}
+			c.closed(it.Value(), s, at)
+		}
+	case cue.ListKind:
+		elem := schema.LookupPath(cue.MakePath(cue.AnyIndex))
+		it, err := raw.List()
+		if err != nil || !elem.Exists() {
+			return
+		}
+		for i := 0; it.Next(); i++ {
+			c.closed(it.Value(), elem, append(slices.Clone(sels), i))
+		}
+	}
+}
+
+// field is the schema of field sel of struct schema: declared (regular, required or
+// optional) or allowed by a pattern.
+func field(schema cue.Value, sel cue.Selector) (cue.Value, bool) {
+	for _, s := range []cue.Selector{sel, sel.Required(), sel.Optional()} {
+		if v := schema.LookupPath(cue.MakePath(s)); v.Exists() {
+			return v, true
+		}
+	}
+	if !schema.Allows(sel) {
+		return cue.Value{}, false
+	}
+	return schema.LookupPath(cue.MakePath(cue.AnyString)), true
+}
+
+// cueErrors records schema errors at their first position in the machine's file or, when
+// CUE only knows the schema's position (e.g. a missing required field), at the nearest
+// written ancestor of the error's path.
+func (c *checker) cueErrors(err error) {
+	for _, e := range cueerrors.Errors(err) {
+		var sels []any
+		for _, p := range e.Path() {
+			if p == "#Machine" && len(sels) == 0 {
+				continue
+			}
+			if i, err := strconv.Atoi(p); err == nil {
+				sels = append(sels, i)
+			} else {
+				sels = append(sels, p)
+			}
+		}
+		pos := c.at(sels)
+		for _, p := range cueerrors.Positions(e) {
+			if p.Filename() == c.file {
+				pos = p
+				break
+			}
+		}
+		format, args := e.Msg()
+		msg := fmt.Sprintf(format, args...)
+		if len(sels) > 0 {
+			msg = cuePath(sels).String() + ": " + msg
+		}
+		c.l.errorf(c.file, pos, "%s%s", c.prefix, msg)
+	}
 }
 
 func (c *checker) duration(s string, sels ...any) time.Duration {
@@ -176,7 +278,12 @@ func (c *checker) backoff(b Backoff) {
 		r, t := slices.Index(b.Retry, class), slices.Index(b.Terminal, class)
 		switch {
 		case r >= 0 && t >= 0:
-			c.errorf([]any{"backoff", "terminal", t}, "error class %s is in both retry and terminal", class)
+			// Point at the list the user wrote; the other one may be a default.
+			at := []any{"backoff", "terminal", t}
+			if c.raw.LookupPath(cuePath([]any{"backoff", "retry", r})).Exists() {
+				at = []any{"backoff", "retry", r}
+			}
+			c.errorf(at, "error class %s is in both retry and terminal", class)
 		case r < 0 && t < 0:
 			c.errorf([]any{"backoff"}, "error class %s is in neither retry nor terminal", class)
 		}
