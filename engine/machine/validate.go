@@ -72,7 +72,8 @@ func (c *checker) validate(v cue.Value) bool {
 // check on a struct that already has another error, which would hide a typo behind an
 // unrelated mistake. Disjunctions (tests, defaults) are left to CUE's own messages.
 func (c *checker) closed(raw, schema cue.Value, sels []any) {
-	if op, _ := schema.Expr(); op == cue.OrOp {
+	// Eval resolves references such as when: #Test to the disjunction they name.
+	if op, _ := schema.Eval().Expr(); op == cue.OrOp {
 		return
 	}
 	switch raw.IncompleteKind() {
@@ -127,7 +128,9 @@ func (c *checker) cueErrors(err error) {
 			if p == "#Machine" && len(sels) == 0 {
 				continue
 			}
-			if i, err := strconv.Atoi(p); err == nil {
+			if u, err := strconv.Unquote(p); err == nil { // labels come quoted as in CUE
+				sels = append(sels, u)
+			} else if i, err := strconv.Atoi(p); err == nil {
 				sels = append(sels, i)
 			} else {
 				sels = append(sels, p)
