@@ -1,0 +1,231 @@
+package machine
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"testing/fstest"
+
+	"github.com/looplab/fsm"
+
+	"github.com/draforge/draforge/machines"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/*.golden")
+
+// knownNames are the driver names the built-in machines use.
+var knownNames = Names{
+	Actions: []string{"deletePoolSlices", "removeFinalizer", "ensureFinalizer", "publishPoolSlices",
+		"recordPoolStatus", "allocateClaim"},
+	Observations: []string{"poolSpecInvalid", "poolSlicesOutOfDate", "claimNeedsSimulatedAllocation"},
+	Mappers:      []string{"podClaims"},
+}
+
+// Every message must start with file:line:col of a line in the file at fault.
+var posRE = regexp.MustCompile(`^([^:]+):(\d+):(\d+): `)
+
+func TestBadMachines(t *testing.T) {
+	cases, _ := filepath.Glob("testdata/*.cue")
+	dirs, _ := filepath.Glob("testdata/*/*.cue") // multi-file cases, one directory each
+	for _, d := range dirs {
+		if !strings.Contains(d, "fuzz") {
+			cases = append(cases, filepath.Dir(d))
+		}
+	}
+	seen := map[string]bool{}
+	for _, c := range cases {
+		if seen[c] {
+			continue
+		}
+		seen[c] = true
+		name := strings.TrimSuffix(filepath.Base(c), ".cue")
+		t.Run(name, func(t *testing.T) {
+			var err error
+			if strings.HasSuffix(c, ".cue") {
+				src, rerr := os.ReadFile(c)
+				if rerr != nil {
+					t.Fatal(rerr)
+				}
+				_, err = Load(fstest.MapFS{filepath.Base(c): {Data: src}}, knownNames)
+			} else {
+				_, err = LoadDir(c, knownNames)
+			}
+			var list Errors
+			if !errors.As(err, &list) || len(list) == 0 {
+				t.Fatalf("want Errors, got %v", err)
+			}
+			for _, e := range list {
+				if !posRE.MatchString(e.Error()) || !inFile(e) {
+					t.Errorf("position not in the file: %q", e)
+				}
+			}
+			golden := filepath.Join("testdata", name+".golden")
+			got := err.Error() + "\n"
+			if *update {
+				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, _ := os.ReadFile(golden)
+			if got != string(want) {
+				t.Errorf("errors differ from %s (run with -update):\ngot:\n%s\nwant:\n%s", golden, got, want)
+			}
+		})
+	}
+}
+
+// inFile reports whether e's line exists in its file (relative to testdata for single-file
+// cases). Columns are not checked: a syntax error may sit just past the end of a line.
+func inFile(e *Error) bool {
+	src, err := os.ReadFile(e.File)
+	if err != nil {
+		src, err = os.ReadFile(filepath.Join("testdata", e.File))
+	}
+	lines := strings.Split(string(src), "\n")
+	return err == nil && e.Line >= 1 && e.Line <= len(lines) && e.Column >= 1
+}
+
+func TestDefault(t *testing.T) {
+	ms, err := Default(knownNames)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]*Machine{}
+	for _, m := range ms {
+		byName[m.Name] = m
+	}
+	pool, claim := byName["pool"], byName["claim"]
+	if len(ms) != 2 || pool == nil || claim == nil {
+		t.Fatalf("want machines claim and pool, got %d", len(ms))
+	}
+	if got := strings.Join(pool.StateOrder, ","); got != "pending,synced,invalid,finalizing,terminal-error" {
+		t.Errorf("pool state order %s", got)
+	}
+	if got := strings.Join(pool.Transitions[0].From, ","); got != "pending,synced,invalid,finalizing" {
+		t.Errorf(`"*" expanded to %s`, got)
+	}
+	if pool.Source != "machines/pool.cue" || !pool.Status.Conditions || pool.Triggers[0].NamespaceLabel != "draforge.oaslananka/sdp-namespace" {
+		t.Errorf("pool decoded wrong: %+v", pool)
+	}
+	if c := pool.Derive[1].When.Condition; c == nil || c.Reason != "TerminalError" || !c.Current {
+		t.Errorf("pool derive[1] = %+v", pool.Derive[1])
+	}
+	if !pool.Events[3].When.Not || pool.Events[3].When.Observe != "poolSlicesOutOfDate" {
+		t.Errorf("pool settle event = %+v", pool.Events[3])
+	}
+	b := pool.Backoff
+	if b.Base.String() != "100ms" || b.Cap.String() != "30s" || b.MaxRetries != 8 || !b.IsTerminal(NotFound) || b.IsTerminal(Conflict) {
+		t.Errorf("pool backoff = %+v", b)
+	}
+	if pool.Workers != 1 || pool.HistoryLimit != 20 {
+		t.Errorf("workers %d, historyLimit %d", pool.Workers, pool.HistoryLimit)
+	}
+	if claim.States["pending"].RequeueAfter.String() != "30s" || claim.Derive[0].When.Field != "status.allocation" || claim.Status.Conditions {
+		t.Errorf("claim decoded wrong: %+v", claim)
+	}
+	if claim.Triggers[2].Map != "driver:podClaims" || claim.Triggers[2].Resource.Resource != "pods" {
+		t.Errorf("claim pod trigger = %+v", claim.Triggers[2])
+	}
+}
+
+func TestDefaultNeedsKnownNames(t *testing.T) {
+	_, err := Default(Names{})
+	if err == nil || !strings.Contains(err.Error(), `machines/pool.cue:`) || !strings.Contains(err.Error(), `unknown action "publishPoolSlices"`) {
+		t.Fatalf("want unknown names in pool.cue, got %v", err)
+	}
+}
+
+func TestLoadDir(t *testing.T) {
+	ms, err := LoadDir("../../machines", knownNames)
+	if err != nil || len(ms) != 2 || ms[0].Source != "../../machines/claim.cue" {
+		t.Fatalf("LoadDir: %d machines, %v", len(ms), err)
+	}
+}
+
+// TestMutations breaks the real pool machine one way at a time.
+func TestMutations(t *testing.T) {
+	src, err := fs.ReadFile(machines.FS, "pool.cue")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ name, old, new, want string }{
+		{"remove state", "\t\tinvalid: conditions: [", "\t\tgone: conditions: [",
+			`pool.cue:70:48: machine pool: transitions[2].from[2]: undeclared state "invalid"`},
+		{"exit from terminal state", `"recordPoolStatus"]},`,
+			`"recordPoolStatus"]}, {event: "drift", from: ["terminal-error"], to: "synced"},`,
+			`terminal state "terminal-error" cannot have outgoing transitions`},
+		{"terminal state not terminal", "\t\t\tterminal: true\n", "",
+			`terminalState: state "terminal-error" must be marked terminal: true`},
+		{"unknown action", `"recordPoolStatus"`, `"recordPoolStats"`, `unknown action "recordPoolStats"`},
+		{"overlapping classes", "\tterminalState:", "\tbackoff: retry: [\"Conflict\", \"AlreadyExists\", \"Timeout\", \"TooManyRequests\", \"ServiceUnavailable\", \"InternalError\", \"Unknown\", \"NotFound\"]\n\tterminalState:",
+			`pool.cue:73:128: machine pool: backoff.retry[7]: error class NotFound is in both retry and terminal`},
+		{"typo", "namespaced: true", "namespaced: true\n\tworkres: 2", `workres: field not allowed`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mutated := strings.Replace(string(src), tc.old, tc.new, 1)
+			if mutated == string(src) {
+				t.Fatalf("mutation %q did not apply", tc.old)
+			}
+			_, err := Load(fstest.MapFS{"pool.cue": {Data: []byte(mutated)}}, knownNames)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("want %q, got:\n%v", tc.want, err)
+			}
+		})
+	}
+}
+
+func TestNewFSM(t *testing.T) {
+	ms, err := Default(knownNames)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := ms[1]
+	f := pool.NewFSM("pending")
+	ctx := context.Background()
+	if err := f.Event(ctx, "invalid"); err != nil || f.Current() != "invalid" {
+		t.Fatalf("invalid: %v, now %s", err, f.Current())
+	}
+	if err := f.Event(ctx, "settle"); err != nil || f.Current() != "synced" {
+		t.Fatalf("settle: %v, now %s", err, f.Current())
+	}
+	// drift from synced to synced: looplab reports a self-transition as NoTransitionError{nil}.
+	var nt fsm.NoTransitionError
+	if err := f.Event(ctx, "drift"); !errors.As(err, &nt) || nt.Err != nil {
+		t.Fatalf("drift from synced: %v", err)
+	}
+	if err := f.Event(ctx, "delete"); err != nil || f.Current() != "finalizing" {
+		t.Fatalf("delete: %v, now %s", err, f.Current())
+	}
+	var inv fsm.InvalidEventError
+	if err := pool.NewFSM("terminal-error").Event(ctx, "delete"); !errors.As(err, &inv) {
+		t.Fatalf("delete from terminal-error: want InvalidEventError, got %v", err)
+	}
+}
+
+func FuzzLoad(f *testing.F) {
+	for _, n := range []string{"pool.cue", "claim.cue"} {
+		src, _ := fs.ReadFile(machines.FS, n)
+		f.Add(src)
+	}
+	f.Fuzz(func(t *testing.T, src []byte) {
+		_, err := Load(fstest.MapFS{"f.cue": {Data: src}}, knownNames)
+		if err == nil {
+			return
+		}
+		var list Errors
+		if !errors.As(err, &list) {
+			t.Fatalf("not Errors: %v", err)
+		}
+		for _, e := range list {
+			if e.File != "f.cue" || e.Line < 1 || e.Column < 1 {
+				t.Fatalf("bad position: %q", e)
+			}
+		}
+	})
+}
