@@ -255,19 +255,17 @@ func (a *Allocator) explainRequest(ctx context.Context, snap *snapshot, v reques
 	matching := make([]bool, len(devices))
 	failedClass, failedRequest := sets.New[string](), sets.New[string]()
 	for j, d := range devices {
+		// Like the allocator: class selectors first, request selectors only if those match.
 		var reasons []Reason
-		selectorOK := true
 		if !found {
 			reasons = append(reasons, Reason{ReasonClassNotFound, fmt.Sprintf("DeviceClass %q does not exist", v.className)})
-			selectorOK = false
 		} else {
-			rs := a.evalSelectors(ctx, d, class.Spec.Selectors, "class "+class.Name, ReasonClassSelectorFalse, addRemedy, failedClass)
-			selectorOK = len(rs) == 0
-			reasons = append(reasons, rs...)
+			reasons = a.evalSelectors(ctx, d, class.Spec.Selectors, "class "+class.Name, ReasonClassSelectorFalse, addRemedy, failedClass)
 		}
-		rs := a.evalSelectors(ctx, d, v.selectors, "request "+v.name, ReasonRequestSelectorFalse, addRemedy, failedRequest)
-		selectorOK = selectorOK && len(rs) == 0
-		reasons = append(reasons, rs...)
+		if len(reasons) == 0 {
+			reasons = a.evalSelectors(ctx, d, v.selectors, "request "+v.name, ReasonRequestSelectorFalse, addRemedy, failedRequest)
+		}
+		selectorOK := len(reasons) == 0
 		reasons = append(reasons, a.usability(snap, v, d)...)
 		matching[j] = selectorOK
 		available[j] = len(reasons) == 0
@@ -297,20 +295,18 @@ func (a *Allocator) explainRequest(ctx context.Context, snap *snapshot, v reques
 }
 
 // evalSelectors evaluates CEL selectors against a device with the same compiler and cache as
-// the allocator. Expressions that evaluate to false are added to failed.
+// the allocator, stopping at the first one that fails, as the allocator does. An expression
+// that evaluates to false is added to failed.
 func (a *Allocator) evalSelectors(ctx context.Context, d device, selectors []resourcev1.DeviceSelector, owner, falseCode string,
 	addRemedy func(string, ...any), failed sets.Set[string]) []Reason {
-	var reasons []Reason
 	for i, sel := range selectors {
 		if sel.CEL == nil {
-			reasons = append(reasons, Reason{ReasonCELError, fmt.Sprintf("%s selector #%d has no CEL expression", owner, i)})
-			continue
+			return []Reason{{ReasonCELError, fmt.Sprintf("%s selector #%d has no CEL expression", owner, i)}}
 		}
 		expr := a.celCache.GetOrCompile(sel.CEL.Expression)
 		if expr.Error != nil {
-			reasons = append(reasons, Reason{ReasonCELError, fmt.Sprintf("%s selector #%d: compile error: %v", owner, i, expr.Error)})
 			addRemedy("fix the CEL selector of %s: %q: %v", owner, sel.CEL.Expression, expr.Error)
-			continue
+			return []Reason{{ReasonCELError, fmt.Sprintf("%s selector #%d: compile error: %v", owner, i, expr.Error)}}
 		}
 		ok, _, err := expr.DeviceMatches(ctx, cel.Device{
 			Driver:                   d.slice.Spec.Driver,
@@ -320,15 +316,14 @@ func (a *Allocator) evalSelectors(ctx context.Context, d device, selectors []res
 		})
 		switch {
 		case err != nil:
-			err = cel.EnhanceRuntimeError(err)
-			reasons = append(reasons, Reason{ReasonCELError, fmt.Sprintf("%s selector #%d: runtime error: %v", owner, i, err)})
 			addRemedy("fix the CEL selector of %s: %q fails on some devices", owner, sel.CEL.Expression)
+			return []Reason{{ReasonCELError, fmt.Sprintf("%s selector #%d: runtime error: %v", owner, i, cel.EnhanceRuntimeError(err))}}
 		case !ok:
-			reasons = append(reasons, Reason{falseCode, fmt.Sprintf("%s selector #%d is false: %s", owner, i, sel.CEL.Expression)})
 			failed.Insert(sel.CEL.Expression)
+			return []Reason{{falseCode, fmt.Sprintf("%s selector #%d is false: %s", owner, i, sel.CEL.Expression)}}
 		}
 	}
-	return reasons
+	return nil
 }
 
 // usability lists the reasons, other than selectors, why the allocator would skip a device.
