@@ -2,6 +2,7 @@ package allocator
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -461,6 +462,13 @@ func TestExplainReasons(t *testing.T) {
 	}
 	if want := "node-a:other/dev-0,node-a:node-a/dev-0,node-a:node-a/dev-1,node-a:node-a/dev-2,node-x:node-x/dev-0"; strings.Join(order, ",") != want {
 		t.Errorf("order = %s", strings.Join(order, ","))
+	}
+
+	// The same state explains the same way, byte for byte.
+	j1, _ := json.Marshal(ex)
+	j2, _ := json.Marshal(a.Explain(context.Background(), c))
+	if string(j1) != string(j2) {
+		t.Errorf("Explain is not deterministic:\n%s\n%s", j1, j2)
 	}
 
 	// Missing class and CEL errors.

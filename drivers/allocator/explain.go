@@ -113,13 +113,15 @@ func (a *Allocator) Explain(ctx context.Context, claim *resourcev1.ResourceClaim
 		return ex
 	}
 	claim = withDefaults(claim)
-	snap := a.snapshot()
 	a.mu.RLock()
-	if _, ok := a.inFlight[claim.UID]; ok {
+	_, pending := a.inFlight[claim.UID]
+	snap := a.snapshotLocked()
+	a.mu.RUnlock()
+	if pending {
 		ex.Summary = "an allocation for the claim is in flight (written, not yet observed)"
 	}
-	a.mu.RUnlock()
 	devices := a.devices(snap)
+	nodes := snap.candidateNodes()
 	views := requestViews(claim)
 
 	// Per request and device.
@@ -142,9 +144,9 @@ func (a *Allocator) Explain(ctx context.Context, claim *resourcev1.ResourceClaim
 	}
 
 	// Per node: run the allocator for the whole claim on that node alone.
-	var best = make([]int, len(views)) // most available devices on one node, per view
+	best := make([]int, len(views)) // most available devices on one node, per view
 	alloc, err := a.newStructured(ctx, snap, claim)
-	for _, node := range snap.candidateNodes() {
+	for _, node := range nodes {
 		ne := NodeExplanation{Node: node.Name}
 		var short []string
 		for i, v := range views {
@@ -220,7 +222,7 @@ func (a *Allocator) Explain(ctx context.Context, claim *resourcev1.ResourceClaim
 			}
 		}
 	}
-	if len(snap.candidateNodes()) == 0 {
+	if len(nodes) == 0 {
 		addRemedy("no observed node has ResourceSlices: publish devices for a node")
 	}
 	ex.Remedies = remedies

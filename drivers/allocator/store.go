@@ -330,12 +330,6 @@ func (a *Allocator) snapshotLocked() *snapshot {
 	return s
 }
 
-func (a *Allocator) snapshot() *snapshot {
-	a.mu.RLock()
-	defer a.mu.RUnlock()
-	return a.snapshotLocked()
-}
-
 // candidateNodes returns the observed nodes the claim could be allocated on: nodes with
 // node-local slices, or every node when some slice is not bound to a single node.
 func (s *snapshot) candidateNodes() []*corev1.Node {
@@ -356,7 +350,7 @@ func (s *snapshot) candidateNodes() []*corev1.Node {
 	return out
 }
 
-// ClassLister serves DeviceClasses from the snapshot (structured.DeviceClassLister).
+// List serves DeviceClasses from the snapshot (structured.DeviceClassLister).
 func (s *snapshot) List() ([]*resourcev1.DeviceClass, error) {
 	out := make([]*resourcev1.DeviceClass, 0, len(s.classes))
 	for _, c := range s.classes {
