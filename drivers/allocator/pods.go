@@ -1,0 +1,147 @@
+package allocator
+
+import (
+	"slices"
+	"sort"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/utils/ptr"
+)
+
+// ClaimNeedsSimulatedAllocation reports whether DRAForge should allocate the claim itself: it
+// is not allocated, not being deleted, and no unscheduled pod (spec.nodeName == "") references
+// it, because kube-scheduler allocates the claims of the pods it schedules and we must not race
+// it. pods may be any superset of the referencing pods (for example all pods of the namespace):
+// references are checked here.
+func ClaimNeedsSimulatedAllocation(claim *resourcev1.ResourceClaim, pods []*corev1.Pod) bool {
+	if claim.Status.Allocation != nil || claim.DeletionTimestamp != nil {
+		return false
+	}
+	for _, pod := range pods {
+		if pod.Spec.NodeName == "" && PodReferencesClaim(pod, claim) {
+			return false
+		}
+	}
+	return true
+}
+
+// PodReferencesClaim reports whether the pod uses the claim: by name in spec.resourceClaims, by
+// the name recorded in status.resourceClaimStatuses for a claim generated from a template, or,
+// before that status is written, as the claim's controlling owner.
+func PodReferencesClaim(pod *corev1.Pod, claim *resourcev1.ResourceClaim) bool {
+	if pod.Namespace != claim.Namespace {
+		return false
+	}
+	if slices.Contains(ClaimNamesForPod(pod), claim.Name) {
+		return true
+	}
+	return isOwnerPod(claim, pod.UID)
+}
+
+func isOwnerPod(claim *resourcev1.ResourceClaim, podUID types.UID) bool {
+	for _, ref := range claim.OwnerReferences {
+		if ref.APIVersion == "v1" && ref.Kind == "Pod" && ref.UID == podUID && ptr.Deref(ref.Controller, false) {
+			return true
+		}
+	}
+	return false
+}
+
+// ClaimNamesForPod returns the sorted names of the claims (in the pod's namespace) that the pod
+// references directly or through status.resourceClaimStatuses. It makes no assumption about how
+// template-generated claims are named.
+func ClaimNamesForPod(pod *corev1.Pod) []string {
+	names := sets.New[string]()
+	for _, rc := range pod.Spec.ResourceClaims {
+		if rc.ResourceClaimName != nil {
+			names.Insert(*rc.ResourceClaimName)
+		}
+	}
+	for _, st := range pod.Status.ResourceClaimStatuses {
+		if st.ResourceClaimName != nil {
+			names.Insert(*st.ResourceClaimName)
+		}
+	}
+	return sets.List(names)
+}
+
+// ClaimKeysForPod returns ClaimNamesForPod as "namespace/name" keys; it can back a
+// cache.IndexFunc on a pod informer.
+func ClaimKeysForPod(pod *corev1.Pod) []string {
+	names := ClaimNamesForPod(pod)
+	for i, n := range names {
+		names[i] = pod.Namespace + "/" + n
+	}
+	return names
+}
+
+// PodIndex maps claims to the pods referencing them. It is safe for concurrent use and is fed
+// from pod informer events.
+type PodIndex struct {
+	mu      sync.RWMutex
+	pods    map[types.UID]*corev1.Pod
+	byClaim map[string]sets.Set[types.UID] // claim namespace/name → pod UIDs
+}
+
+// NewPodIndex returns an empty PodIndex.
+func NewPodIndex() *PodIndex {
+	return &PodIndex{pods: map[types.UID]*corev1.Pod{}, byClaim: map[string]sets.Set[types.UID]{}}
+}
+
+// Upsert records an added or updated pod.
+func (x *PodIndex) Upsert(pod *corev1.Pod) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.deleteLocked(pod.UID)
+	x.pods[pod.UID] = pod
+	for _, key := range ClaimKeysForPod(pod) {
+		if x.byClaim[key] == nil {
+			x.byClaim[key] = sets.New[types.UID]()
+		}
+		x.byClaim[key].Insert(pod.UID)
+	}
+}
+
+// Delete forgets a pod.
+func (x *PodIndex) Delete(pod *corev1.Pod) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.deleteLocked(pod.UID)
+}
+
+func (x *PodIndex) deleteLocked(uid types.UID) {
+	old, ok := x.pods[uid]
+	if !ok {
+		return
+	}
+	for _, key := range ClaimKeysForPod(old) {
+		x.byClaim[key].Delete(uid)
+		if x.byClaim[key].Len() == 0 {
+			delete(x.byClaim, key)
+		}
+	}
+	delete(x.pods, uid)
+}
+
+// PodsFor returns the pods referencing the claim by name, plus its controlling owner pod,
+// sorted by name.
+func (x *PodIndex) PodsFor(claim *resourcev1.ResourceClaim) []*corev1.Pod {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	uids := x.byClaim[claimKey(claim)].Clone()
+	for _, ref := range claim.OwnerReferences {
+		if p, ok := x.pods[ref.UID]; ok && p.Namespace == claim.Namespace && isOwnerPod(claim, ref.UID) {
+			uids.Insert(ref.UID)
+		}
+	}
+	var out []*corev1.Pod
+	for uid := range uids {
+		out = append(out, x.pods[uid])
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}

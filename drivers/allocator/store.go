@@ -1,0 +1,371 @@
+// Package allocator is the pure allocation core of DRAForge: a store fed from informer events,
+// an in-memory record of allocations written but not yet observed, and thin glue around the
+// scheduler's own structured allocator (k8s.io/dynamic-resource-allocation/structured). It does
+// no API I/O: the engine feeds it objects and persists the results it returns.
+package allocator
+
+import (
+	"fmt"
+	"sort"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/dynamic-resource-allocation/cel"
+	"k8s.io/dynamic-resource-allocation/structured"
+	"k8s.io/utils/ptr"
+)
+
+// DefaultFeatures enables every allocator feature of k8s.io/dynamic-resource-allocation v0.37.2
+// that simulated slices may use and that the "incubating" implementation supports: admin access,
+// prioritized lists (firstAvailable), partitionable devices (shared counters, per-device node
+// selection), device taints and consumable capacity. Binding conditions, fractional capacity
+// ranges, list-type and derived attributes and compatibility groups stay off: devices using them
+// are skipped by the allocator.
+var DefaultFeatures = structured.Features{
+	AdminAccess:          true,
+	PrioritizedList:      true,
+	PartitionableDevices: true,
+	DeviceTaints:         true,
+	ConsumableCapacity:   true,
+}
+
+// DefaultCELCacheSize bounds the number of compiled CEL expressions kept across calls.
+const DefaultCELCacheSize = 256
+
+// Options configure an Allocator. The zero value is valid.
+type Options struct {
+	// Features overrides DefaultFeatures.
+	Features *structured.Features
+	// CELCacheSize overrides DefaultCELCacheSize.
+	CELCacheSize int
+}
+
+// Allocator holds the observed cluster state relevant to DRA and allocates claims against it.
+// All methods are safe for concurrent use. Objects passed in are never modified and must not be
+// modified by the caller afterwards (informer cache objects satisfy this).
+type Allocator struct {
+	features structured.Features
+	celCache *cel.Cache
+
+	// allocMu serializes "compute an allocation + record it in flight", so two callers can
+	// never pick the same device. It is always taken before mu.
+	allocMu sync.Mutex
+
+	mu       sync.RWMutex
+	slices   map[string]*resourcev1.ResourceSlice // by name
+	classes  map[string]*resourcev1.DeviceClass   // by name
+	claims   map[string]*resourcev1.ResourceClaim // by namespace/name
+	nodes    map[string]*corev1.Node              // by name
+	inFlight map[types.UID]reservation
+}
+
+// reservation is an allocation that was (or is about to be) written but is not yet observed.
+type reservation struct {
+	claim      string // namespace/name, "" when reserved by UID only
+	allocation *resourcev1.AllocationResult
+}
+
+// New returns an empty Allocator.
+func New(opts Options) *Allocator {
+	features := DefaultFeatures
+	if opts.Features != nil {
+		features = *opts.Features
+	}
+	size := opts.CELCacheSize
+	if size <= 0 {
+		size = DefaultCELCacheSize
+	}
+	return &Allocator{
+		features: features,
+		celCache: cel.NewCache(size, cel.Features{EnableConsumableCapacity: features.ConsumableCapacity}),
+		slices:   map[string]*resourcev1.ResourceSlice{},
+		classes:  map[string]*resourcev1.DeviceClass{},
+		claims:   map[string]*resourcev1.ResourceClaim{},
+		nodes:    map[string]*corev1.Node{},
+		inFlight: map[types.UID]reservation{},
+	}
+}
+
+func claimKey(claim *resourcev1.ResourceClaim) string {
+	return claim.Namespace + "/" + claim.Name
+}
+
+// UpsertSlice records an added or updated ResourceSlice.
+func (a *Allocator) UpsertSlice(slice *resourcev1.ResourceSlice) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.slices[slice.Name] = slice
+}
+
+// DeleteSlice forgets a ResourceSlice.
+func (a *Allocator) DeleteSlice(slice *resourcev1.ResourceSlice) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	delete(a.slices, slice.Name)
+}
+
+// UpsertClass records an added or updated DeviceClass.
+func (a *Allocator) UpsertClass(class *resourcev1.DeviceClass) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.classes[class.Name] = class
+}
+
+// DeleteClass forgets a DeviceClass.
+func (a *Allocator) DeleteClass(class *resourcev1.DeviceClass) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	delete(a.classes, class.Name)
+}
+
+// UpsertNode records an added or updated Node. Only observed nodes are allocation targets.
+func (a *Allocator) UpsertNode(node *corev1.Node) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.nodes[node.Name] = node
+}
+
+// DeleteNode forgets a Node.
+func (a *Allocator) DeleteNode(node *corev1.Node) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	delete(a.nodes, node.Name)
+}
+
+// UpsertClaim records an added or updated ResourceClaim. An in-flight reservation for the claim
+// is dropped once the claim shows the same allocation, because from then on the observed claim
+// accounts for its devices. A reservation for a different allocation is kept (both are counted)
+// until Release: the write that carries it is expected to fail.
+func (a *Allocator) UpsertClaim(claim *resourcev1.ResourceClaim) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	key := claimKey(claim)
+	if old, ok := a.claims[key]; ok && old.UID != claim.UID {
+		delete(a.inFlight, old.UID) // the claim was recreated: the old one is gone
+	}
+	a.claims[key] = claim
+	if r, ok := a.inFlight[claim.UID]; ok && claim.Status.Allocation != nil &&
+		sameDevices(r.allocation, claim.Status.Allocation) {
+		delete(a.inFlight, claim.UID)
+	}
+}
+
+// DeleteClaim forgets a ResourceClaim and any in-flight reservation for it.
+func (a *Allocator) DeleteClaim(claim *resourcev1.ResourceClaim) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	key := claimKey(claim)
+	if old, ok := a.claims[key]; ok && old.UID == claim.UID {
+		delete(a.claims, key)
+	}
+	delete(a.inFlight, claim.UID)
+}
+
+// Reserve records an allocation for claimUID as in flight, so no other allocation takes its
+// devices. Call it before issuing the status write and Release if the write fails; Allocate
+// already does this for the results it returns. It fails if an exclusively allocated device is
+// already allocated to another claim or in flight for one.
+func (a *Allocator) Reserve(claimUID types.UID, allocation *resourcev1.AllocationResult) error {
+	a.allocMu.Lock()
+	defer a.allocMu.Unlock()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.reserveLocked(claimUID, "", allocation)
+}
+
+func (a *Allocator) reserveLocked(claimUID types.UID, key string, allocation *resourcev1.AllocationResult) error {
+	owners := a.ownersLocked(claimUID)
+	for _, r := range allocation.Devices.Results {
+		if ptr.Deref(r.AdminAccess, false) || (a.features.ConsumableCapacity && r.ShareID != nil) {
+			continue
+		}
+		id := structured.MakeDeviceID(r.Driver, r.Pool, r.Device)
+		if owner, taken := owners[id]; taken {
+			return fmt.Errorf("device %s is already allocated to %s", id, owner)
+		}
+	}
+	if key == "" {
+		key = a.claimKeyByUIDLocked(claimUID)
+	}
+	a.inFlight[claimUID] = reservation{claim: key, allocation: allocation.DeepCopy()}
+	return nil
+}
+
+// Release drops the in-flight reservation for claimUID, for example after a failed status write.
+func (a *Allocator) Release(claimUID types.UID) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	delete(a.inFlight, claimUID)
+}
+
+// InFlight reports whether an allocation for claimUID is reserved but not yet observed.
+func (a *Allocator) InFlight(claimUID types.UID) bool {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	_, ok := a.inFlight[claimUID]
+	return ok
+}
+
+func (a *Allocator) claimKeyByUIDLocked(uid types.UID) string {
+	for key, c := range a.claims {
+		if c.UID == uid {
+			return key
+		}
+	}
+	return ""
+}
+
+// sameDevices compares the device results of two allocations (request, device and share),
+// ignoring fields the API server may normalize.
+func sameDevices(x, y *resourcev1.AllocationResult) bool {
+	key := func(r resourcev1.DeviceRequestAllocationResult) string {
+		return r.Request + "\x00" + r.Driver + "\x00" + r.Pool + "\x00" + r.Device + "\x00" + string(ptr.Deref(r.ShareID, ""))
+	}
+	if len(x.Devices.Results) != len(y.Devices.Results) {
+		return false
+	}
+	xs := sets.New[string]()
+	for _, r := range x.Devices.Results {
+		xs.Insert(key(r))
+	}
+	for _, r := range y.Devices.Results {
+		if !xs.Has(key(r)) {
+			return false
+		}
+	}
+	return true
+}
+
+// ownersLocked maps every exclusively allocated device (observed or in flight) to a description
+// of its owner, skipping the claim with UID except.
+func (a *Allocator) ownersLocked(except types.UID) map[structured.DeviceID]string {
+	owners := map[structured.DeviceID]string{}
+	add := func(alloc *resourcev1.AllocationResult, owner string) {
+		for _, r := range alloc.Devices.Results {
+			if ptr.Deref(r.AdminAccess, false) || (a.features.ConsumableCapacity && r.ShareID != nil) {
+				continue
+			}
+			owners[structured.MakeDeviceID(r.Driver, r.Pool, r.Device)] = owner
+		}
+	}
+	for key, c := range a.claims {
+		if (except == "" || c.UID != except) && c.Status.Allocation != nil {
+			add(c.Status.Allocation, "claim "+key)
+		}
+	}
+	for uid, r := range a.inFlight {
+		if except != "" && uid == except {
+			continue
+		}
+		owner := "in-flight claim " + r.claim
+		if r.claim == "" {
+			owner = "in-flight claim uid " + string(uid)
+		}
+		add(r.allocation, owner)
+	}
+	return owners
+}
+
+// snapshot is an immutable view of the store taken under the read lock.
+type snapshot struct {
+	slices  []*resourcev1.ResourceSlice // sorted by name
+	classes map[string]*resourcev1.DeviceClass
+	nodes   []*corev1.Node // all observed nodes, sorted by name
+	state   structured.AllocatedState
+	owners  map[structured.DeviceID]string
+}
+
+func (a *Allocator) snapshotLocked() *snapshot {
+	s := &snapshot{
+		classes: make(map[string]*resourcev1.DeviceClass, len(a.classes)),
+		owners:  a.ownersLocked(""),
+		state: structured.AllocatedState{
+			AllocatedDevices:         sets.New[structured.DeviceID](),
+			AllocatedSharedDeviceIDs: sets.New[structured.SharedDeviceID](),
+			AggregatedCapacity:       structured.NewConsumedCapacityCollection(),
+		},
+	}
+	for _, sl := range a.slices {
+		s.slices = append(s.slices, sl)
+	}
+	sort.Slice(s.slices, func(i, j int) bool { return s.slices[i].Name < s.slices[j].Name })
+	for name, c := range a.classes {
+		s.classes[name] = c
+	}
+	for _, n := range a.nodes {
+		s.nodes = append(s.nodes, n)
+	}
+	sort.Slice(s.nodes, func(i, j int) bool { return s.nodes[i].Name < s.nodes[j].Name })
+
+	// Same accounting as the scheduler's DRA plugin: admin access does not take a device,
+	// shared allocations are tracked by share ID and consumed capacity.
+	add := func(alloc *resourcev1.AllocationResult) {
+		for _, r := range alloc.Devices.Results {
+			if ptr.Deref(r.AdminAccess, false) {
+				continue
+			}
+			id := structured.MakeDeviceID(r.Driver, r.Pool, r.Device)
+			if a.features.ConsumableCapacity && r.ShareID != nil {
+				s.state.AllocatedSharedDeviceIDs.Insert(structured.MakeSharedDeviceID(id, r.ShareID))
+				if r.ConsumedCapacity != nil {
+					s.state.AggregatedCapacity.Insert(structured.NewDeviceConsumedCapacity(id, r.ConsumedCapacity))
+				}
+				continue
+			}
+			s.state.AllocatedDevices.Insert(id)
+		}
+	}
+	for _, c := range a.claims {
+		if c.Status.Allocation != nil {
+			add(c.Status.Allocation)
+		}
+	}
+	for _, r := range a.inFlight {
+		add(r.allocation)
+	}
+	return s
+}
+
+// candidateNodes returns the observed nodes the claim could be allocated on: nodes with
+// node-local slices, or every node when some slice is not bound to a single node.
+func (s *snapshot) candidateNodes() []*corev1.Node {
+	local := sets.New[string]()
+	for _, sl := range s.slices {
+		name := ptr.Deref(sl.Spec.NodeName, "")
+		if name == "" {
+			return s.nodes
+		}
+		local.Insert(name)
+	}
+	var out []*corev1.Node
+	for _, n := range s.nodes {
+		if local.Has(n.Name) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// List serves DeviceClasses from the snapshot (structured.DeviceClassLister).
+func (s *snapshot) List() ([]*resourcev1.DeviceClass, error) {
+	out := make([]*resourcev1.DeviceClass, 0, len(s.classes))
+	for _, c := range s.classes {
+		out = append(out, c)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// Get returns the named DeviceClass or a NotFound error.
+func (s *snapshot) Get(name string) (*resourcev1.DeviceClass, error) {
+	if c, ok := s.classes[name]; ok {
+		return c, nil
+	}
+	return nil, apierrors.NewNotFound(resourcev1.Resource("deviceclasses"), name)
+}
+
+var _ structured.DeviceClassLister = (*snapshot)(nil)
