@@ -6,6 +6,8 @@ import (
 	"sync"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
@@ -91,4 +93,42 @@ func stripManagedFields(obj any) (any, error) {
 		acc.SetManagedFields(nil)
 	}
 	return obj, nil
+}
+
+// Typed converts an informer object (possibly a delete tombstone) to the typed form T.
+func Typed[T any](obj any) (*T, bool) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return nil, false
+	}
+	out := new(T)
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, out); err != nil {
+		return nil, false
+	}
+	return out, true
+}
+
+// Feed registers add/update/delete callbacks of typed objects on an informer.
+func Feed[T any](inf cache.SharedIndexInformer, upsert, remove func(*T)) error {
+	_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if t, ok := Typed[T](obj); ok {
+				upsert(t)
+			}
+		},
+		UpdateFunc: func(_, obj any) {
+			if t, ok := Typed[T](obj); ok {
+				upsert(t)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if t, ok := Typed[T](obj); ok {
+				remove(t)
+			}
+		},
+	})
+	return err
 }

@@ -35,9 +35,8 @@ type Metrics struct {
 	RESTRequests *prometheus.CounterVec
 }
 
-// New registers every series. Series for the given machines and error classes start at zero,
-// so they are visible before the first event.
-func New(machines []*machine.Machine) *Metrics {
+// New registers every series on a private registry.
+func New() *Metrics {
 	r := prometheus.NewRegistry()
 	m := &Metrics{
 		Registry: r,
@@ -67,6 +66,13 @@ func New(machines []*machine.Machine) *Metrics {
 	r.MustRegister(m.Leader, m.reconcileErrors, m.retries, m.terminal, m.syncAttempts, m.syncSeconds, m.syncDuration,
 		m.inFlight, m.queueDepth, m.transitions, m.RESTRequests,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	routeClientGo(m.RESTRequests)
+	return m
+}
+
+// InitMachines creates the series of every machine and error class at zero, so they are
+// visible in /metrics before the first event.
+func (m *Metrics) InitMachines(machines []*machine.Machine) {
 	for _, mc := range machines {
 		for _, v := range []*prometheus.CounterVec{m.reconcileErrors, m.syncAttempts, m.syncSeconds} {
 			v.WithLabelValues(mc.Name)
@@ -80,8 +86,6 @@ func New(machines []*machine.Machine) *Metrics {
 			m.terminal.WithLabelValues(mc.Name, string(c))
 		}
 	}
-	routeClientGo(m.RESTRequests)
-	return m
 }
 
 // SyncStarted implements engine.Observer.
@@ -101,7 +105,9 @@ func (m *Metrics) SyncFinished(p string, took time.Duration, err error) {
 }
 
 // Retry implements engine.Observer.
-func (m *Metrics) Retry(p string, c machine.ErrorClass) { m.retries.WithLabelValues(p, string(c)).Inc() }
+func (m *Metrics) Retry(p string, c machine.ErrorClass) {
+	m.retries.WithLabelValues(p, string(c)).Inc()
+}
 
 // Terminal implements engine.Observer.
 func (m *Metrics) Terminal(p string, c machine.ErrorClass) {

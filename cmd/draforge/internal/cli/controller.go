@@ -1,0 +1,164 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/draforge/draforge/drivers"
+	"github.com/draforge/draforge/engine"
+	"github.com/draforge/draforge/engine/health"
+	"github.com/draforge/draforge/engine/leader"
+	"github.com/draforge/draforge/engine/logging"
+	"github.com/draforge/draforge/engine/machine"
+	"github.com/draforge/draforge/engine/metrics"
+)
+
+type controllerOptions struct {
+	machinesDir    string
+	runtimeAddr    string
+	logLevel       string
+	qps            float32
+	burst          int
+	readyTimeout   time.Duration
+	readyGrace     time.Duration
+	shutdownWithin time.Duration
+	leader         leader.Config
+}
+
+func newController(kf *kubeFlags) *cobra.Command {
+	o := &controllerOptions{}
+	cmd := &cobra.Command{
+		Use:   "controller",
+		Short: "Run the pool and claim machines (with leader election, probes and metrics)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runController(cmd.Context(), kf, o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.machinesDir, "machines", "", "directory of CUE machine files overriding the embedded ones")
+	f.StringVar(&o.runtimeAddr, "runtime-address", ":8082", "address of /healthz, /readyz and /metrics")
+	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+	f.Float32Var(&o.qps, "kube-api-qps", 50, "client-side QPS limit towards the API server")
+	f.IntVar(&o.burst, "kube-api-burst", 100, "client-side burst towards the API server")
+	f.DurationVar(&o.readyTimeout, "readiness-timeout", 2*time.Second, "bound of the /readyz API call")
+	f.DurationVar(&o.readyGrace, "readiness-grace-period", 15*time.Second, "how long /readyz stays 200 degraded after the last success")
+	f.DurationVar(&o.shutdownWithin, "shutdown-timeout", 5*time.Second, "graceful shutdown limit after SIGINT/SIGTERM")
+	o.leader.AddFlags(f)
+	return cmd
+}
+
+func (o *controllerOptions) validate() error {
+	var errs []error
+	if o.readyTimeout <= 0 {
+		errs = append(errs, errors.New("--readiness-timeout must be positive"))
+	}
+	if o.readyGrace < 0 {
+		errs = append(errs, errors.New("--readiness-grace-period must not be negative"))
+	}
+	if o.shutdownWithin <= 0 {
+		errs = append(errs, errors.New("--shutdown-timeout must be positive"))
+	}
+	return errors.Join(append(errs, o.leader.Validate())...)
+}
+
+func runController(ctx context.Context, kf *kubeFlags, o *controllerOptions) error {
+	if err := o.validate(); err != nil {
+		return err
+	}
+	log, err := logging.New(os.Stderr, o.logLevel)
+	if err != nil {
+		return err
+	}
+	cfg, err := kf.config()
+	if err != nil {
+		return err
+	}
+	cfg.QPS, cfg.Burst = o.qps, o.burst
+	cfg.UserAgent = "draforge-controller/" + Version
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+
+	informers := engine.NewInformers(dyn)
+	reg := engine.NewRegistry()
+	m0 := metrics.New()
+	if _, err := drivers.Register(reg, drivers.Deps{Kube: kube, Dynamic: dyn, Informers: informers, Metrics: m0.Registry, Log: log}); err != nil {
+		return err
+	}
+	var machines []*machine.Machine
+	if o.machinesDir != "" {
+		machines, err = machine.LoadDir(o.machinesDir, reg.Names())
+	} else {
+		machines, err = machine.Default(reg.Names())
+	}
+	if err != nil {
+		return fmt.Errorf("load machines:\n%w", err)
+	}
+	m0.InitMachines(machines)
+
+	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
+	defer broadcaster.Shutdown()
+	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "draforge-controller"})
+
+	eng, err := engine.New(engine.Options{
+		Dynamic: dyn, Informers: informers, Registry: reg, Machines: machines,
+		Recorder: recorder, Observer: m0, Log: log,
+	})
+	if err != nil {
+		return err
+	}
+
+	var elector engine.Elector
+	live := health.Liveness{Watchdogs: map[string]func(*http.Request) error{}}
+	if o.leader.Enabled {
+		el, err := leader.New(o.leader, kube, m0.Leader)
+		if err != nil {
+			return err
+		}
+		live.Watchdogs["leader_election"] = el.Watchdog()
+		elector = el
+	} else {
+		m0.Leader.Set(1)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/healthz", live)
+	mux.Handle("/readyz", &health.Readiness{Kube: kube, Timeout: o.readyTimeout, Grace: o.readyGrace, Synced: informers.Synced})
+	mux.Handle("/metrics", m0.Handler())
+	server := &health.Server{Addr: o.runtimeAddr, Handler: mux, ShutdownTimeout: o.shutdownWithin}
+
+	log.Info().Int("machines", len(machines)).Bool("leaderElect", o.leader.Enabled).Str("runtimeAddress", o.runtimeAddr).Msg("controller starting")
+	done := make(chan error, 1)
+	go func() { done <- engine.RunPlugins(ctx, elector, server, informers.Plugin(), eng.Plugin()) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+	}
+	log.Info().Dur("within", o.shutdownWithin).Msg("shutting down")
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(o.shutdownWithin):
+		log.Warn().Msg("shutdown timeout reached; exiting with work in flight")
+		return nil
+	}
+}

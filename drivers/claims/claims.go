@@ -1,0 +1,153 @@
+// Package claims is the claim machine's driver: it feeds the allocator from informer caches and
+// registers claimNeedsSimulatedAllocation, allocateClaim and the podClaims mapper.
+package claims
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/draforge/draforge/drivers/allocator"
+	"github.com/draforge/draforge/engine"
+)
+
+// GVRs the driver reads.
+var (
+	SlicesGVR  = schema.GroupVersionResource{Group: "resource.k8s.io", Version: "v1", Resource: "resourceslices"}
+	ClassesGVR = schema.GroupVersionResource{Group: "resource.k8s.io", Version: "v1", Resource: "deviceclasses"}
+	ClaimsGVR  = schema.GroupVersionResource{Group: "resource.k8s.io", Version: "v1", Resource: "resourceclaims"}
+	NodesGVR   = schema.GroupVersionResource{Version: "v1", Resource: "nodes"}
+	PodsGVR    = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
+)
+
+// Driver allocates claims the scheduler will not handle.
+type Driver struct {
+	Allocator *allocator.Allocator
+	Pods      *allocator.PodIndex
+	kube      kubernetes.Interface
+	allocated prometheus.Counter
+}
+
+// Register feeds the allocator from inf and registers the driver's functions in reg.
+func Register(reg *engine.Registry, inf *engine.Informers, kube kubernetes.Interface, metrics prometheus.Registerer) (*Driver, error) {
+	d := &Driver{
+		Allocator: allocator.New(allocator.Options{}),
+		Pods:      allocator.NewPodIndex(),
+		kube:      kube,
+		allocated: prometheus.NewCounter(prometheus.CounterOpts{Name: "draforge_controller_allocations_total",
+			Help: "ResourceClaims allocated by the simulator (counted after the status write succeeded)."}),
+	}
+	if metrics != nil {
+		if err := metrics.Register(d.allocated); err != nil {
+			return nil, err
+		}
+	}
+	a := d.Allocator
+	for _, err := range []error{
+		engine.Feed(inf.For(SlicesGVR), a.UpsertSlice, a.DeleteSlice),
+		engine.Feed(inf.For(ClassesGVR), a.UpsertClass, a.DeleteClass),
+		engine.Feed(inf.For(ClaimsGVR), a.UpsertClaim, a.DeleteClaim),
+		engine.Feed(inf.For(NodesGVR), a.UpsertNode, a.DeleteNode),
+		engine.Feed(inf.For(PodsGVR), d.Pods.Upsert, d.Pods.Delete),
+	} {
+		if err != nil {
+			return nil, err
+		}
+	}
+	reg.Observation("claimNeedsSimulatedAllocation", d.needsAllocation)
+	reg.Action("allocateClaim", d.allocate)
+	reg.Mapper("podClaims", podClaims)
+	return d, nil
+}
+
+func (d *Driver) needsAllocation(_ context.Context, obj *unstructured.Unstructured) (bool, error) {
+	claim, ok := engine.Typed[resourcev1.ResourceClaim](obj)
+	if !ok {
+		return false, fmt.Errorf("not a ResourceClaim: %s", obj.GetKind())
+	}
+	return allocator.ClaimNeedsSimulatedAllocation(claim, d.Pods.PodsFor(claim)), nil
+}
+
+// allocate picks devices with the structured allocator (which records them in flight first, so
+// no concurrent pass can take them) and writes status.allocation. The write carries the cached
+// resourceVersion: if the claim changed meanwhile it conflicts and the reservation is released.
+func (d *Driver) allocate(ctx context.Context, obj *unstructured.Unstructured) error {
+	claim, ok := engine.Typed[resourcev1.ResourceClaim](obj)
+	if !ok {
+		return fmt.Errorf("not a ResourceClaim: %s", obj.GetKind())
+	}
+	if d.Allocator.InFlight(claim.UID) {
+		// A write of ours for this claim succeeded or had an unknown outcome; settle that first.
+		done, err := d.settleInFlight(ctx, claim)
+		if err != nil || done {
+			return err
+		}
+	}
+	result, err := d.Allocator.Allocate(ctx, claim)
+	var unsat *allocator.Unsatisfiable
+	if errors.As(err, &unsat) {
+		return engine.Pending("%s", unsat.Reason)
+	}
+	if err != nil {
+		return err
+	}
+	now := metav1.Now()
+	result.AllocationTimestamp = &now
+	claim.Status.Allocation = result
+	if _, err := d.kube.ResourceV1().ResourceClaims(claim.Namespace).UpdateStatus(ctx, claim, metav1.UpdateOptions{}); err != nil {
+		// Only a definite rejection frees the devices: after a timeout or a dropped connection
+		// the write may have landed, and releasing would let another claim take the same devices.
+		if definitelyRejected(err) {
+			d.Allocator.Release(claim.UID)
+		}
+		return err
+	}
+	d.allocated.Inc()
+	return nil
+}
+
+// settleInFlight resolves a reservation the cache has not confirmed yet with one live read:
+// if the claim is allocated on the server we wait for the informer; otherwise the earlier write
+// did not land and the reservation is released so allocation can start over.
+func (d *Driver) settleInFlight(ctx context.Context, claim *resourcev1.ResourceClaim) (bool, error) {
+	live, err := d.kube.ResourceV1().ResourceClaims(claim.Namespace).Get(ctx, claim.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		d.Allocator.Release(claim.UID)
+		return true, nil
+	case err != nil:
+		return true, err
+	case live.UID == claim.UID && live.Status.Allocation != nil:
+		return true, engine.Pending("allocation written, waiting for the informer to observe it")
+	}
+	d.Allocator.Release(claim.UID)
+	return false, nil
+}
+
+func definitelyRejected(err error) bool {
+	return apierrors.IsConflict(err) || apierrors.IsInvalid(err) || apierrors.IsForbidden(err) ||
+		apierrors.IsNotFound(err) || apierrors.IsBadRequest(err) || apierrors.IsUnauthorized(err) ||
+		apierrors.IsTooManyRequests(err) || apierrors.IsRequestEntityTooLargeError(err) || apierrors.IsMethodNotSupported(err)
+}
+
+func podClaims(obj *unstructured.Unstructured) []cache.ObjectName {
+	pod, ok := engine.Typed[corev1.Pod](obj)
+	if !ok {
+		return nil
+	}
+	var keys []cache.ObjectName
+	for _, name := range allocator.ClaimNamesForPod(pod) {
+		keys = append(keys, cache.ObjectName{Namespace: pod.Namespace, Name: name})
+	}
+	return keys
+}
