@@ -1,0 +1,244 @@
+package simdevice
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"cuelang.org/go/cue/cuecontext"
+	cueyaml "cuelang.org/go/encoding/yaml"
+	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	k8stypes "k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/dynamic-resource-allocation/cel"
+	"k8s.io/dynamic-resource-allocation/structured"
+)
+
+// scenario is one examples/scenarios file, decoded.
+type scenario struct {
+	file     string
+	pools    []*Pool
+	classes  []*resourcev1.DeviceClass
+	claims   []*resourcev1.ResourceClaim
+	outcomes map[string]string // namespace/claim -> "allocated node-a [device]" | "pending"
+}
+
+var outcomeRE = regexp.MustCompile(`(?m)^# outcome: (\S+) (.+)$`)
+
+func loadScenario(t *testing.T, file string) *scenario {
+	t.Helper()
+	src, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := &scenario{file: filepath.Base(file), outcomes: map[string]string{}}
+	for _, m := range outcomeRE.FindAllStringSubmatch(string(src), -1) {
+		sc.outcomes[m[1]] = strings.TrimSpace(m[2])
+	}
+	ctx := cuecontext.New()
+	dec := cueyaml.NewDecoder(file, bytes.NewReader(src))
+	for {
+		expr, err := dec.Extract()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, err := ctx.BuildExpr(expr).MarshalJSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var u unstructured.Unstructured
+		if err := json.Unmarshal(raw, &u.Object); err != nil {
+			t.Fatal(err)
+		}
+		decode := func(into any) {
+			if err := json.Unmarshal(raw, into); err != nil {
+				t.Fatalf("%s: %v", u.GetName(), err)
+			}
+		}
+		switch u.GetKind() {
+		case Kind:
+			p, err := FromUnstructured(&u)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p.UID = k8stypes.UID("uid-" + p.Namespace + "-" + p.Name)
+			sc.pools = append(sc.pools, p)
+		case "DeviceClass":
+			c := &resourcev1.DeviceClass{}
+			decode(c)
+			sc.classes = append(sc.classes, c)
+		case "ResourceClaim":
+			c := &resourcev1.ResourceClaim{}
+			decode(c)
+			c.UID = k8stypes.UID("uid-" + c.Namespace + "-" + c.Name)
+			defaultClaim(c)
+			sc.claims = append(sc.claims, c)
+		}
+	}
+	return sc
+}
+
+// defaultClaim applies the API server's defaults that the allocator relies on.
+func defaultClaim(c *resourcev1.ResourceClaim) {
+	mode := func(m *resourcev1.DeviceAllocationMode, count *int64) {
+		if *m == "" {
+			*m = resourcev1.DeviceAllocationModeExactCount
+		}
+		if *m == resourcev1.DeviceAllocationModeExactCount && *count == 0 {
+			*count = 1
+		}
+	}
+	for i := range c.Spec.Devices.Requests {
+		r := &c.Spec.Devices.Requests[i]
+		if r.Exactly != nil {
+			mode(&r.Exactly.AllocationMode, &r.Exactly.Count)
+		}
+		for j := range r.FirstAvailable {
+			mode(&r.FirstAvailable[j].AllocationMode, &r.FirstAvailable[j].Count)
+		}
+	}
+}
+
+type classLister []*resourcev1.DeviceClass
+
+func (l classLister) List() ([]*resourcev1.DeviceClass, error) { return l, nil }
+func (l classLister) Get(name string) (*resourcev1.DeviceClass, error) {
+	for _, c := range l {
+		if c.Name == name {
+			return c, nil
+		}
+	}
+	return nil, fmt.Errorf("deviceclass %q not found", name)
+}
+
+// allocateAll allocates claims in order with the scheduler's own allocator
+// (k8s.io/dynamic-resource-allocation/structured, device taints and prioritized lists on),
+// trying nodes by name, and returns namespace/claim -> outcome in the "# outcome:" format.
+func allocateAll(t *testing.T, pools []*Pool, classes []*resourcev1.DeviceClass, claims []*resourcev1.ResourceClaim) map[string]string {
+	t.Helper()
+	nodes := testNodes()
+	slices.SortFunc(nodes, func(a, b *corev1.Node) int { return strings.Compare(a.Name, b.Name) })
+	var all []*resourcev1.ResourceSlice
+	seenPools, seenSlices := map[string]string{}, map[string]bool{}
+	for _, p := range pools {
+		if errs := p.Validate(); errs != nil {
+			t.Fatalf("%s: %v", p.Name, errs)
+		}
+		s, err := DesiredSlices(p, nodes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, sl := range s {
+			checkSliceValid(t, sl)
+			sl.Spec.Pool.Generation = 1 // the publisher's job
+			key := sl.Spec.Driver + "/" + sl.Spec.Pool.Name
+			if owner, ok := seenPools[key]; ok && owner != p.Namespace+"/"+p.Name {
+				t.Errorf("pool %s published by both %s and %s/%s", key, owner, p.Namespace, p.Name)
+			}
+			seenPools[key] = p.Namespace + "/" + p.Name
+			if seenSlices[sl.Name] {
+				t.Errorf("slice name %s used twice", sl.Name)
+			}
+			seenSlices[sl.Name] = true
+		}
+		all = append(all, s...)
+	}
+	state := structured.AllocatedState{AllocatedDevices: sets.New[structured.DeviceID]()}
+	features := structured.Features{DeviceTaints: true, PrioritizedList: true}
+	celCache := cel.NewCache(64, cel.Features{})
+	out := map[string]string{}
+	ctx := context.Background()
+	for _, claim := range claims {
+		key := claim.Namespace + "/" + claim.Name
+		out[key] = "pending"
+		alloc, err := structured.NewAllocator(ctx, features, state, classLister(classes), all, celCache)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, node := range nodes {
+			res, err := alloc.Allocate(ctx, node, []*resourcev1.ResourceClaim{claim})
+			if err != nil {
+				t.Fatalf("claim %s on %s: %v", claim.Name, node.Name, err)
+			}
+			if len(res) == 0 {
+				continue
+			}
+			var devs []string
+			for _, r := range res[0].Devices.Results {
+				state.AllocatedDevices.Insert(structured.MakeDeviceID(r.Driver, r.Pool, r.Device))
+				devs = append(devs, r.Device)
+			}
+			out[key] = "allocated " + node.Name + " " + strings.Join(devs, ",")
+			break
+		}
+	}
+	return out
+}
+
+// matches compares an allocation with a "# outcome:" line: "pending", "allocated <node>" or
+// "allocated <node> <device>".
+func matches(got, want string) bool {
+	if want == "pending" || got == "pending" {
+		return got == want
+	}
+	g, w := strings.Fields(got), strings.Fields(want)
+	if len(w) < 2 || len(g) < 3 || g[1] != w[1] {
+		return false
+	}
+	return len(w) < 3 || g[2] == w[2]
+}
+
+// TestScenarioOutcomes runs every example scenario through DesiredSlices and the real DRA
+// allocator and checks the "# outcome:" lines of its header, first per file and then with
+// all files applied together (they must not share pools or steal each other's devices).
+func TestScenarioOutcomes(t *testing.T) {
+	files, _ := filepath.Glob("../../examples/scenarios/*.yaml")
+	if len(files) < 9 {
+		t.Fatalf("want >= 9 scenarios, found %d", len(files))
+	}
+	var pools []*Pool
+	var classes []*resourcev1.DeviceClass
+	var claims []*resourcev1.ResourceClaim
+	want := map[string]string{}
+	for _, f := range files {
+		sc := loadScenario(t, f)
+		t.Run(sc.file, func(t *testing.T) {
+			if len(sc.outcomes) == 0 || len(sc.outcomes) != len(sc.claims) {
+				t.Fatalf("every claim needs an '# outcome:' line (%d outcomes, %d claims)", len(sc.outcomes), len(sc.claims))
+			}
+			got := allocateAll(t, sc.pools, sc.classes, sc.claims)
+			for claim, w := range sc.outcomes {
+				claim = sc.claims[0].Namespace + "/" + claim
+				if !matches(got[claim], w) {
+					t.Errorf("claim %s: got %q, want %q", claim, got[claim], w)
+				}
+			}
+		})
+		pools, classes, claims = append(pools, sc.pools...), append(classes, sc.classes...), append(claims, sc.claims...)
+		for c, w := range sc.outcomes {
+			want[sc.claims[0].Namespace+"/"+c] = w
+		}
+	}
+	t.Run("all-together", func(t *testing.T) {
+		got := allocateAll(t, pools, classes, claims)
+		for claim, w := range want {
+			if !matches(got[claim], w) {
+				t.Errorf("%s: got %q, want %q", claim, got[claim], w)
+			}
+		}
+	})
+}

@@ -1,0 +1,197 @@
+package simdevice
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/utils/ptr"
+)
+
+// maxNameLength is the DNS-1123 subdomain limit, which bounds both slice and DRA pool names.
+const maxNameLength = 253
+
+// PoolNameFor returns the DRA pool name for one (SDP, node): "<namespace>/<poolName>/<node>".
+// Each segment is a DNS subdomain, which is what the API requires of pool names, and '/' cannot
+// occur inside any segment, so the name is unique per (namespace, poolName, node). Names longer
+// than 253 characters are replaced by "sdp-" plus 40 hex digits of their SHA-256.
+//
+// Two SDPs in one namespace with the same driverName and poolName would share pools; that is a
+// cross-object conflict the publisher must detect (see PoolKey), not something one SDP can see.
+func PoolNameFor(namespace, poolName, node string) string {
+	n := namespace + "/" + poolName + "/" + node
+	if len(n) <= maxNameLength {
+		return n
+	}
+	return "sdp-" + hash(n, 40)
+}
+
+// PoolKey identifies the DRA pool family of an SDP: equal keys on two SDPs mean conflicting
+// pools. The pool must be defaulted.
+func PoolKey(p *Pool) string {
+	return p.Spec.DriverName + "|" + p.Namespace + "/" + p.Spec.PoolName
+}
+
+// SliceNameFor returns the deterministic ResourceSlice name for slice index i of one
+// (SDP, node): "sdp-<hash of namespace/name>-<node>-<i>", with the node replaced by a hash
+// when the result would exceed 253 characters. It is always a valid DNS subdomain.
+func SliceNameFor(namespace, name, node string, i int) string {
+	prefix := "sdp-" + hash(namespace+"/"+name, 10) + "-"
+	suffix := "-" + strconv.Itoa(i)
+	if len(prefix)+len(node)+len(suffix) > maxNameLength {
+		node = hash(node, 16)
+	}
+	return prefix + node + suffix
+}
+
+func hash(s string, n int) string {
+	h := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(h[:])[:n]
+}
+
+// Targets reports whether the pool publishes devices on node: the node is listed in
+// spec.targetNodes OR its labels match every entry of spec.nodeSelector (an empty or missing
+// nodeSelector matches nothing, so it never selects all nodes by accident).
+func (p *Pool) Targets(node *corev1.Node) bool {
+	if slices.Contains(p.Spec.TargetNodes, node.Name) {
+		return true
+	}
+	return len(p.Spec.NodeSelector) > 0 && labels.SelectorFromSet(p.Spec.NodeSelector).Matches(labels.Set(node.Labels))
+}
+
+// DesiredSlices returns the ResourceSlices the pool should have, sorted by node and index.
+//
+// The pool must be defaulted (FromUnstructured does it); it is validated here and an invalid
+// pool yields an error and no slices. Only nodes in the nodes argument are used: a targetNodes
+// entry naming a node that does not exist publishes nothing.
+//
+// Per targeted node there is exactly one DRA pool (PoolNameFor), so device names
+// "<deviceType>-<i>" are unique within each pool. A node's devices are split into slices of at
+// most 128 devices (64 if any device of that node carries a taint, the API limit for slices
+// using taints), and every slice of the pool carries the same resourceSliceCount. A node whose
+// devices all disappeared still gets one empty slice, so the pool stays visible.
+//
+// Pool generation: the returned slices have Pool.Generation 0. The caller (the publisher) owns
+// the generation: when any slice of a node's pool differs from what is stored (SlicesEqual is
+// false, a slice is missing, or there are extra slices), it writes all slices of that pool with
+// generation max(stored)+1; when everything is equal and the stored slices agree on one
+// generation, it writes nothing.
+//
+// Faults (spec.faults, applied to the named device on the given node or on all nodes):
+//   - unhealthy: the device gets the taint draforge.oaslananka/unhealthy=true:NoSchedule.
+//   - capacity-exhausted: the device gets draforge.oaslananka/capacity-exhausted=true:NoSchedule.
+//     A taint, not a zero capacity, because the allocator only accounts capacity consumption
+//     for devices with allowMultipleAllocations; a NoSchedule taint makes the real allocator
+//     (DRADeviceTaints, on by default) refuse the device unless a claim tolerates the taint.
+//   - disappear: the device is left out of the slice.
+//   - healthy: no change (useful to document intent).
+func DesiredSlices(pool *Pool, nodes []*corev1.Node) ([]*resourcev1.ResourceSlice, error) {
+	if pool == nil {
+		return nil, errors.New("simdevice: nil pool")
+	}
+	if errs := pool.Validate(); len(errs) > 0 {
+		return nil, fmt.Errorf("simdevice: invalid SimulatedDevicePool %s/%s: %w", pool.Namespace, pool.Name, errors.Join(errs...))
+	}
+	sorted := slices.Clone(nodes)
+	slices.SortFunc(sorted, func(a, b *corev1.Node) int { return compareStrings(a.Name, b.Name) })
+
+	var out []*resourcev1.ResourceSlice
+	for i, node := range sorted {
+		if node == nil || (i > 0 && sorted[i-1] != nil && sorted[i-1].Name == node.Name) || !pool.Targets(node) {
+			continue
+		}
+		out = append(out, pool.nodeSlices(node.Name)...)
+	}
+	return out, nil
+}
+
+func compareStrings(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// nodeSlices builds the slices of one node's pool.
+func (p *Pool) nodeSlices(node string) []*resourcev1.ResourceSlice {
+	s := &p.Spec
+	taints := map[int][]resourcev1.DeviceTaint{}
+	gone := map[int]bool{}
+	for _, f := range s.Faults {
+		if f.Node != "" && f.Node != node {
+			continue
+		}
+		i, _ := s.faultIndex(f.Device) // validated
+		switch f.Mode {
+		case FaultDisappear:
+			gone[i] = true
+		case FaultUnhealthy:
+			taints[i] = addTaint(taints[i], TaintUnhealthy)
+		case FaultCapacityExhausted:
+			taints[i] = addTaint(taints[i], TaintCapacityExhausted)
+		}
+	}
+
+	var devices []resourcev1.Device
+	tainted := false
+	for i := range s.DeviceCount {
+		if gone[i] {
+			continue
+		}
+		attrs, caps := deviceData(p, node, i)
+		d := resourcev1.Device{Name: s.DeviceType + "-" + strconv.Itoa(i), Attributes: attrs, Capacity: caps, Taints: taints[i]}
+		tainted = tainted || len(d.Taints) > 0
+		devices = append(devices, d)
+	}
+	per := resourcev1.ResourceSliceMaxDevices
+	if tainted {
+		per = resourcev1.ResourceSliceMaxDevicesWithAdvancedFeatures
+	}
+	chunks := slices.Collect(slices.Chunk(devices, per))
+	if len(chunks) == 0 {
+		chunks = [][]resourcev1.Device{nil}
+	}
+
+	out := make([]*resourcev1.ResourceSlice, 0, len(chunks))
+	for i, chunk := range chunks {
+		out = append(out, &resourcev1.ResourceSlice{
+			ObjectMeta: metav1.ObjectMeta{
+				Name: SliceNameFor(p.Namespace, p.Name, node, i),
+				Labels: map[string]string{
+					LabelSDPName:      p.Name,
+					LabelSDPNamespace: p.Namespace,
+					LabelSDPUID:       string(p.UID),
+				},
+			},
+			Spec: resourcev1.ResourceSliceSpec{
+				Driver:   s.DriverName,
+				NodeName: ptr.To(node),
+				Pool: resourcev1.ResourcePool{
+					Name:               PoolNameFor(p.Namespace, s.PoolName, node),
+					ResourceSliceCount: int64(len(chunks)),
+				},
+				Devices: chunk,
+			},
+		})
+	}
+	return out
+}
+
+func addTaint(ts []resourcev1.DeviceTaint, key string) []resourcev1.DeviceTaint {
+	for _, t := range ts {
+		if t.Key == key {
+			return ts
+		}
+	}
+	return append(ts, resourcev1.DeviceTaint{Key: key, Value: "true", Effect: resourcev1.DeviceTaintEffectNoSchedule})
+}

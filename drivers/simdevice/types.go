@@ -1,0 +1,127 @@
+// Package simdevice models the SimulatedDevicePool (SDP) custom resource and turns it into the
+// ResourceSlices a DRA driver would publish. It is pure: no I/O, no clients, no clocks. The
+// publisher (a controller elsewhere) lists Nodes, calls DesiredSlices, compares with SlicesEqual
+// and writes only what changed.
+package simdevice
+
+import (
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// API coordinates of the SimulatedDevicePool CRD (deploy/crds/simulateddevicepool-crd.yaml).
+const (
+	Group    = "draforge.oaslananka"
+	Version  = "v1alpha1"
+	Kind     = "SimulatedDevicePool"
+	Resource = "simulateddevicepools"
+)
+
+// GVR is the SimulatedDevicePool resource.
+var GVR = schema.GroupVersionResource{Group: Group, Version: Version, Resource: Resource}
+
+// Names shared with the rest of DRAForge.
+const (
+	// DefaultDriverName is spec.driverName when it is not set.
+	DefaultDriverName = "sim.draforge.oaslananka"
+
+	LabelSDPName      = "draforge.oaslananka/sdp-name"
+	LabelSDPNamespace = "draforge.oaslananka/sdp-namespace"
+	LabelSDPUID       = "draforge.oaslananka/sdp-uid"
+
+	// TaintUnhealthy is put on devices with an "unhealthy" fault.
+	TaintUnhealthy = "draforge.oaslananka/unhealthy"
+	// TaintCapacityExhausted is put on devices with a "capacity-exhausted" fault.
+	TaintCapacityExhausted = "draforge.oaslananka/capacity-exhausted"
+
+	// MaxDeviceCount is the upper bound of spec.deviceCount (devices per node).
+	MaxDeviceCount = 128
+)
+
+// Profile adds attributes and capacities that mirror a real DRA driver.
+type Profile string
+
+// Known profiles.
+const (
+	ProfileNvidiaGPU   Profile = "nvidia-gpu"
+	ProfileMellanoxNIC Profile = "mellanox-nic"
+	ProfileGeneric     Profile = "generic"
+)
+
+// FaultMode is what a fault does to a device.
+type FaultMode string
+
+// Fault modes. See DesiredSlices for how each is published.
+const (
+	FaultHealthy           FaultMode = "healthy"
+	FaultUnhealthy         FaultMode = "unhealthy"
+	FaultCapacityExhausted FaultMode = "capacity-exhausted"
+	FaultDisappear         FaultMode = "disappear"
+)
+
+// AttributeValue is a typed device attribute; exactly one field must be set.
+type AttributeValue struct {
+	String  *string `json:"string,omitempty"`
+	Int     *int64  `json:"int,omitempty"`
+	Bool    *bool   `json:"bool,omitempty"`
+	Version *string `json:"version,omitempty"`
+}
+
+// Fault changes one device (by name "<deviceType>-<i>" or by index i) on one node, or on every
+// targeted node when Node is empty.
+type Fault struct {
+	Device intstr.IntOrString `json:"device"`
+	Node   string             `json:"node,omitempty"`
+	Mode   FaultMode          `json:"mode"`
+}
+
+// PoolSpec is spec of a SimulatedDevicePool.
+type PoolSpec struct {
+	// DriverName is the DRA driver name written to every slice. Default DefaultDriverName.
+	DriverName string `json:"driverName,omitempty"`
+	// PoolName is the user-facing pool name. Default metadata.name. The DRA pool name is
+	// derived from it per node (see PoolNameFor).
+	PoolName string `json:"poolName,omitempty"`
+	// AttributeDomain qualifies attribute and capacity names. Default DriverName.
+	AttributeDomain string `json:"attributeDomain,omitempty"`
+	// DeviceCount is the number of devices per targeted node (1..128).
+	DeviceCount int `json:"deviceCount"`
+	// DeviceType is a DNS label such as gpu, nic or fpga; devices are named "<deviceType>-<i>".
+	DeviceType string  `json:"deviceType"`
+	Profile    Profile `json:"profile,omitempty"`
+	// NodeSelector and TargetNodes choose nodes; a node is targeted when it is listed in
+	// TargetNodes OR its labels match NodeSelector (union). At least one must be non-empty.
+	NodeSelector map[string]string            `json:"nodeSelector,omitempty"`
+	TargetNodes  []string                     `json:"targetNodes,omitempty"`
+	Attributes   map[string]AttributeValue    `json:"attributes,omitempty"`
+	Capacities   map[string]resource.Quantity `json:"capacities,omitempty"`
+	Faults       []Fault                      `json:"faults,omitempty"`
+}
+
+// NodeStatus reports what was published for one node.
+type NodeStatus struct {
+	Node        string   `json:"node"`
+	PoolName    string   `json:"poolName"`
+	SliceNames  []string `json:"sliceNames,omitempty"`
+	DeviceCount int      `json:"deviceCount"`
+	Generation  int64    `json:"generation"`
+}
+
+// PoolStatus is status of a SimulatedDevicePool.
+type PoolStatus struct {
+	ObservedGeneration int64              `json:"observedGeneration,omitempty"`
+	Conditions         []metav1.Condition `json:"conditions,omitempty"`
+	// NodeCount is len(Nodes); it exists for the "Nodes" printer column.
+	NodeCount int          `json:"nodeCount,omitempty"`
+	Nodes     []NodeStatus `json:"nodes,omitempty"`
+}
+
+// Pool is a decoded SimulatedDevicePool.
+type Pool struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	Spec              PoolSpec   `json:"spec"`
+	Status            PoolStatus `json:"status,omitempty"`
+}

@@ -1,0 +1,180 @@
+package simdevice
+
+import (
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+
+	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/validate/content"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// SemverPattern is the semantic-versioning 2.0.0 grammar, used for "version" attributes here,
+// in the CRD and in the CUE schema.
+const SemverPattern = `^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:-((?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)(?:\.(?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*))?(?:\+([0-9a-zA-Z-]+(?:\.[0-9a-zA-Z-]+)*))?$`
+
+var semverRE = regexp.MustCompile(SemverPattern)
+
+// maxDeviceTypeLength leaves room for "-127" in a 63-character device name.
+const maxDeviceTypeLength = 59
+
+// Validate checks the (defaulted) pool with the same rules as the CRD schema and its CEL
+// validations, plus the DRA limits the API server would enforce on the resulting slices.
+// It returns nil when the pool is valid; the errors are *field.Error.
+func (p *Pool) Validate() []error {
+	var errs field.ErrorList
+	md := field.NewPath("metadata")
+	if p.Name == "" {
+		errs = append(errs, field.Required(md.Child("name"), ""))
+	}
+	if p.Namespace == "" {
+		errs = append(errs, field.Required(md.Child("namespace"), "SimulatedDevicePool is namespaced"))
+	}
+	s, sp := &p.Spec, field.NewPath("spec")
+	errs = append(errs, dnsName(sp.Child("driverName"), s.DriverName, resourcev1.DriverNameMaxLength, false)...)
+	errs = append(errs, dnsName(sp.Child("attributeDomain"), s.AttributeDomain, resourcev1.DeviceMaxDomainLength, false)...)
+	errs = append(errs, dnsName(sp.Child("poolName"), s.PoolName, 63, true)...)
+	if s.DeviceCount < 1 || s.DeviceCount > MaxDeviceCount {
+		errs = append(errs, field.Invalid(sp.Child("deviceCount"), s.DeviceCount, fmt.Sprintf("must be between 1 and %d (devices per node)", MaxDeviceCount)))
+	}
+	errs = append(errs, dnsName(sp.Child("deviceType"), s.DeviceType, maxDeviceTypeLength, true)...)
+	switch s.Profile {
+	case "", ProfileNvidiaGPU, ProfileMellanoxNIC, ProfileGeneric:
+	default:
+		errs = append(errs, field.NotSupported(sp.Child("profile"), s.Profile, []Profile{ProfileNvidiaGPU, ProfileMellanoxNIC, ProfileGeneric}))
+	}
+
+	if len(s.NodeSelector) == 0 && len(s.TargetNodes) == 0 {
+		errs = append(errs, field.Required(sp, "at least one of spec.nodeSelector or spec.targetNodes must be set"))
+	}
+	for k, v := range s.NodeSelector {
+		for _, msg := range content.IsLabelKey(k) {
+			errs = append(errs, field.Invalid(sp.Child("nodeSelector").Key(k), k, msg))
+		}
+		for _, msg := range content.IsLabelValue(v) {
+			errs = append(errs, field.Invalid(sp.Child("nodeSelector").Key(k), v, msg))
+		}
+	}
+	seen := map[string]bool{}
+	for i, n := range s.TargetNodes {
+		errs = append(errs, dnsName(sp.Child("targetNodes").Index(i), n, 253, false)...)
+		if seen[n] {
+			errs = append(errs, field.Duplicate(sp.Child("targetNodes").Index(i), n))
+		}
+		seen[n] = true
+	}
+
+	for name, v := range s.Attributes {
+		fp := sp.Child("attributes").Key(name)
+		errs = append(errs, identifier(fp, name)...)
+		errs = append(errs, validateAttribute(fp, v)...)
+	}
+	for name, q := range s.Capacities {
+		fp := sp.Child("capacities").Key(name)
+		errs = append(errs, identifier(fp, name)...)
+		if q.Sign() < 0 {
+			errs = append(errs, field.Invalid(fp, q.String(), "must not be negative"))
+		}
+	}
+	if n := attributeAndCapacityCount(s); n > resourcev1.ResourceSliceMaxAttributesAndCapacitiesPerDevice {
+		errs = append(errs, field.TooMany(sp.Child("attributes"), n, resourcev1.ResourceSliceMaxAttributesAndCapacitiesPerDevice))
+	}
+
+	for i, f := range s.Faults {
+		fp := sp.Child("faults").Index(i)
+		switch f.Mode {
+		case FaultHealthy, FaultUnhealthy, FaultCapacityExhausted, FaultDisappear:
+		default:
+			errs = append(errs, field.NotSupported(fp.Child("mode"), f.Mode, []FaultMode{FaultHealthy, FaultUnhealthy, FaultCapacityExhausted, FaultDisappear}))
+		}
+		if f.Node != "" {
+			errs = append(errs, dnsName(fp.Child("node"), f.Node, 253, false)...)
+		}
+		if _, err := s.faultIndex(f.Device); err != nil {
+			errs = append(errs, field.Invalid(fp.Child("device"), f.Device.String(), err.Error()))
+		}
+	}
+
+	out := make([]error, 0, len(errs))
+	for _, e := range errs {
+		out = append(out, e)
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+// faultIndex resolves a fault's device reference to a device index.
+func (s *PoolSpec) faultIndex(d intstr.IntOrString) (int, error) {
+	i := int(d.IntVal)
+	if d.Type == intstr.String {
+		num, ok := strings.CutPrefix(d.StrVal, s.DeviceType+"-")
+		n, err := strconv.Atoi(num)
+		if !ok || err != nil || num != strconv.Itoa(n) {
+			return 0, fmt.Errorf("must be a device index or a device name %q", s.DeviceType+"-<index>")
+		}
+		i = n
+	}
+	if i < 0 || i >= s.DeviceCount {
+		return 0, fmt.Errorf("device index must be in [0, deviceCount)")
+	}
+	return i, nil
+}
+
+func validateAttribute(fp *field.Path, v AttributeValue) field.ErrorList {
+	set := 0
+	for _, b := range []bool{v.String != nil, v.Int != nil, v.Bool != nil, v.Version != nil} {
+		if b {
+			set++
+		}
+	}
+	if set != 1 {
+		return field.ErrorList{field.Invalid(fp, set, "exactly one of string, int, bool or version must be set")}
+	}
+	var errs field.ErrorList
+	if v.String != nil && len(*v.String) > resourcev1.DeviceAttributeMaxValueLength {
+		errs = append(errs, field.TooLong(fp.Child("string"), "", resourcev1.DeviceAttributeMaxValueLength))
+	}
+	if v.Version != nil {
+		if len(*v.Version) > resourcev1.DeviceAttributeMaxValueLength {
+			errs = append(errs, field.TooLong(fp.Child("version"), "", resourcev1.DeviceAttributeMaxValueLength))
+		} else if !semverRE.MatchString(*v.Version) {
+			errs = append(errs, field.Invalid(fp.Child("version"), *v.Version, "must be a semantic version such as 1.2.3"))
+		}
+	}
+	return errs
+}
+
+func identifier(fp *field.Path, name string) field.ErrorList {
+	var errs field.ErrorList
+	if len(name) > resourcev1.DeviceMaxIDLength {
+		errs = append(errs, field.TooLong(fp, name, resourcev1.DeviceMaxIDLength))
+	}
+	for _, msg := range content.IsCIdentifier(name) {
+		errs = append(errs, field.Invalid(fp, name, msg))
+	}
+	return errs
+}
+
+// dnsName checks a DNS-1123 label (label=true) or subdomain with a maximum length.
+func dnsName(fp *field.Path, v string, maxLen int, label bool) field.ErrorList {
+	if v == "" {
+		return field.ErrorList{field.Required(fp, "")}
+	}
+	var errs field.ErrorList
+	if len(v) > maxLen {
+		errs = append(errs, field.TooLong(fp, v, maxLen))
+	}
+	msgs := content.IsDNS1123Subdomain(v)
+	if label {
+		msgs = content.IsDNS1123Label(v)
+	}
+	for _, msg := range msgs {
+		errs = append(errs, field.Invalid(fp, v, msg))
+	}
+	return errs
+}

@@ -1,0 +1,70 @@
+package schemas
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	cueerrors "cuelang.org/go/cue/errors"
+)
+
+func TestExampleScenariosAreValid(t *testing.T) {
+	files, _ := filepath.Glob("../examples/scenarios/*.yaml")
+	if len(files) < 9 {
+		t.Fatalf("expected at least 9 example scenarios, found %d", len(files))
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			src, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.HasPrefix(string(src), "# ") {
+				t.Errorf("scenario must start with a comment block describing it")
+			}
+			if err := ValidateScenario(f, src); err != nil {
+				t.Fatalf("want valid, got:\n%s", cueerrors.Details(err, nil))
+			}
+		})
+	}
+}
+
+var expectRE = regexp.MustCompile(`(?m)^# expect: (.+)$`)
+
+func TestInvalidScenariosFailWithPositions(t *testing.T) {
+	files, _ := filepath.Glob("../test/scenarios/invalid/*.yaml")
+	if len(files) == 0 {
+		t.Fatal("no invalid scenarios found")
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			src, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := expectRE.FindSubmatch(src)
+			if m == nil {
+				t.Fatal("missing '# expect: <substring>' line")
+			}
+			err = ValidateScenario(f, src)
+			if err == nil {
+				t.Fatal("want an error, got none")
+			}
+			details := cueerrors.Details(err, nil)
+			if want := strings.TrimSpace(string(m[1])); !strings.Contains(details, want) {
+				t.Errorf("error does not contain %q:\n%s", want, details)
+			}
+			// Positioned at the YAML field, or for rules spanning fields ("# position: schema")
+			// at the schema rule.
+			pos := regexp.QuoteMeta(filepath.Base(f)) + `:\d+:\d+`
+			if strings.Contains(string(src), "# position: schema") {
+				pos = `\.cue:\d+:\d+`
+			}
+			if !regexp.MustCompile(pos).MatchString(details) {
+				t.Errorf("error has no position matching %s:\n%s", pos, details)
+			}
+		})
+	}
+}
