@@ -116,8 +116,8 @@ func TestDefault(t *testing.T) {
 	if c := pool.Derive[1].When.Condition; c == nil || c.Reason != "TerminalError" || !c.Current {
 		t.Errorf("pool derive[1] = %+v", pool.Derive[1])
 	}
-	if !pool.Events[3].When.Not || pool.Events[3].When.Observe != "poolSlicesOutOfDate" {
-		t.Errorf("pool settle event = %+v", pool.Events[3])
+	if !pool.Events[4].When.Not || pool.Events[4].When.Observe != "poolSlicesOutOfDate" {
+		t.Errorf("pool settle event = %+v", pool.Events[4])
 	}
 	b := pool.Backoff
 	if b.Base.String() != "100ms" || b.Cap.String() != "30s" || b.MaxRetries != 8 || !b.IsTerminal(NotFound) || b.IsTerminal(Conflict) {
