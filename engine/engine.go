@@ -122,6 +122,8 @@ type runner struct {
 	// machine without status conditions (or whose terminal status write failed) stays terminal
 	// until the object changes.
 	terminal sync.Map // key -> terminalMark
+	// written holds the resourceVersion of our last status write per key (see expect).
+	written sync.Map
 }
 
 type terminalMark struct {
@@ -330,7 +332,11 @@ func (r *runner) sync(ctx context.Context, key string) (*attempt, error) {
 	if !exists {
 		r.hist.forget(key)
 		r.terminal.Delete(key)
+		r.written.Delete(key)
 		r.limiter.Forget(key)
+		return nil, nil
+	}
+	if r.stale(cached.(*unstructured.Unstructured)) {
 		return nil, nil
 	}
 	// Never modify the cache: actions get a private copy.
@@ -387,7 +393,7 @@ func (r *runner) sync(ctx context.Context, key string) (*attempt, error) {
 // derive returns the object's current state: a terminal mark for this generation, else the
 // first matching derive rule, else the initial state.
 func (r *runner) derive(ctx context.Context, obj *unstructured.Unstructured) (string, error) {
-	key := cache.ObjectName{Namespace: obj.GetNamespace(), Name: obj.GetName()}.String()
+	key := cacheKey(obj)
 	if v, ok := r.terminal.Load(key); ok {
 		if mark := v.(terminalMark); mark.uid == obj.GetUID() && mark.generation == obj.GetGeneration() {
 			return r.m.TerminalState, nil

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/looplab/fsm"
@@ -13,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/draforge/draforge/engine/machine"
 )
@@ -150,9 +152,39 @@ func (r *runner) writeStatus(ctx context.Context, obj *unstructured.Unstructured
 	if err != nil {
 		return err
 	}
-	_, err = r.e.o.Dynamic.Resource(r.m.Resource).Namespace(obj.GetNamespace()).
+	out, err := r.e.o.Dynamic.Resource(r.m.Resource).Namespace(obj.GetNamespace()).
 		Patch(ctx, obj.GetName(), types.MergePatchType, body, metav1.PatchOptions{}, "status")
+	if err == nil {
+		r.expect(obj, out.GetResourceVersion())
+	}
 	return err
+}
+
+// expect remembers the resourceVersion our write produced. Until the cache has caught up with
+// it, a pass would decide on stale state and repeat the write; the watch event of the write
+// enqueues the key again anyway.
+func (r *runner) expect(obj *unstructured.Unstructured, rv string) {
+	if v, err := strconv.ParseUint(rv, 10, 64); err == nil {
+		r.written.Store(cacheKey(obj), v)
+	}
+}
+
+// stale reports whether the cached object is older than our last write of it.
+func (r *runner) stale(obj *unstructured.Unstructured) bool {
+	want, ok := r.written.Load(cacheKey(obj))
+	if !ok {
+		return false
+	}
+	have, err := strconv.ParseUint(obj.GetResourceVersion(), 10, 64)
+	if err != nil || have >= want.(uint64) {
+		r.written.Delete(cacheKey(obj))
+		return false
+	}
+	return true
+}
+
+func cacheKey(obj *unstructured.Unstructured) string {
+	return cache.ObjectName{Namespace: obj.GetNamespace(), Name: obj.GetName()}.String()
 }
 
 // normalize round-trips through JSON so int64 and float64 from different decoders compare equal.

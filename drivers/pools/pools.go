@@ -7,7 +7,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
@@ -41,11 +43,16 @@ type Driver struct {
 	pools  cache.SharedIndexInformer
 	slices cache.SharedIndexInformer
 	nodes  cache.SharedIndexInformer
+	// expect holds, per slice name, the resourceVersion of our last write (0 for a delete)
+	// until the slice cache shows it, so a pass never plans on a cache that lags our writes.
+	expectMu sync.Mutex
+	expect   map[string]uint64
 }
 
 // Register adds the driver's indexes to the informers and its functions to reg.
 func Register(reg *engine.Registry, inf *engine.Informers, kube kubernetes.Interface, dyn dynamic.Interface) (*Driver, error) {
-	d := &Driver{kube: kube, dyn: dyn, pools: inf.For(simdevice.GVR), slices: inf.For(claims.SlicesGVR), nodes: inf.For(claims.NodesGVR)}
+	d := &Driver{kube: kube, dyn: dyn, pools: inf.For(simdevice.GVR), slices: inf.For(claims.SlicesGVR),
+		nodes: inf.For(claims.NodesGVR), expect: map[string]uint64{}}
 	if err := d.slices.AddIndexers(cache.Indexers{
 		byUID: labelIndex(func(l map[string]string) string { return l[simdevice.LabelSDPUID] }),
 		byOwner: labelIndex(func(l map[string]string) string {
@@ -143,6 +150,11 @@ func (d *Driver) plan(obj *unstructured.Unstructured) (Plan, error) {
 	if err != nil {
 		return Plan{}, err
 	}
+	for _, s := range append(desired, d.owned(obj)...) {
+		if d.awaited(s.Name) {
+			return Plan{}, engine.Pending("waiting for the cache to observe slice %s", s.Name)
+		}
+	}
 	byName := func(name string) *resourcev1.ResourceSlice {
 		o, ok, _ := d.slices.GetStore().GetByKey(name)
 		if !ok {
@@ -212,22 +224,58 @@ func (d *Driver) publish(ctx context.Context, obj *unstructured.Unstructured) er
 		if err := api.Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 			return err
 		}
+		d.await(name, "")
 	}
 	for _, s := range plan.Create {
-		if _, err := api.Create(ctx, s, metav1.CreateOptions{}); err != nil {
+		out, err := api.Create(ctx, s, metav1.CreateOptions{})
+		if err != nil {
 			return err
 		}
+		d.await(s.Name, out.ResourceVersion)
 	}
 	for _, s := range plan.Update {
-		if _, err := api.Update(ctx, s, metav1.UpdateOptions{}); err != nil {
+		out, err := api.Update(ctx, s, metav1.UpdateOptions{})
+		if err != nil {
 			return err
 		}
+		d.await(s.Name, out.ResourceVersion)
 	}
 	if len(plan.Blocked) > 0 {
 		return apierrors.NewAlreadyExists(resourcev1.Resource("resourceslices"), plan.Blocked[0])
 	}
 	setNodes(obj, plan.Nodes)
 	return nil
+}
+
+// await records a write of ours to slice name: rv "" for a delete.
+func (d *Driver) await(name, rv string) {
+	v, err := strconv.ParseUint(rv, 10, 64)
+	if rv != "" && err != nil {
+		return // not a number: cannot compare, do not wait
+	}
+	d.expectMu.Lock()
+	d.expect[name] = v
+	d.expectMu.Unlock()
+}
+
+// awaited reports whether the slice cache still lags a write of ours to name.
+func (d *Driver) awaited(name string) bool {
+	d.expectMu.Lock()
+	defer d.expectMu.Unlock()
+	want, ok := d.expect[name]
+	if !ok {
+		return false
+	}
+	o, exists, _ := d.slices.GetStore().GetByKey(name)
+	caught := !exists && want == 0
+	if exists && want > 0 {
+		have, err := strconv.ParseUint(o.(*unstructured.Unstructured).GetResourceVersion(), 10, 64)
+		caught = err != nil || have >= want
+	}
+	if caught {
+		delete(d.expect, name)
+	}
+	return !caught
 }
 
 func (d *Driver) recordStatus(_ context.Context, obj *unstructured.Unstructured) error {
