@@ -65,7 +65,9 @@ func Register(reg *engine.Registry, inf *engine.Informers, kube kubernetes.Inter
 		return nil, err
 	}
 	if err := d.pools.AddIndexers(cache.Indexers{
-		byUID: func(obj any) ([]string, error) { return []string{string(obj.(*unstructured.Unstructured).GetUID())}, nil },
+		byUID: func(obj any) ([]string, error) {
+			return []string{string(obj.(*unstructured.Unstructured).GetUID())}, nil
+		},
 		byKey: func(obj any) ([]string, error) {
 			p, err := simdevice.FromUnstructured(obj.(*unstructured.Unstructured))
 			if err != nil {
