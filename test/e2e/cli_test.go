@@ -167,7 +167,9 @@ func TestCLIScenarioDiscoverClaimsGraph(t *testing.T) {
 	nodes := createNodes(t, e)
 	const ns = "draforge-basic-gpu"
 	t.Cleanup(func() { _ = e.Kube.CoreV1().Namespaces().Delete(t.Context(), ns, metav1.DeleteOptions{}) })
-	t.Cleanup(func() { _ = e.Kube.ResourceV1().DeviceClasses().Delete(t.Context(), "draforge-basic-gpu", metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = e.Kube.ResourceV1().DeviceClasses().Delete(t.Context(), "draforge-basic-gpu", metav1.DeleteOptions{})
+	})
 
 	out := mustCLI(t, "scenario", "apply", "-f", "examples/scenarios/basic-gpu.yaml")
 	// Apply order: namespace, class, pool, claim.
@@ -240,9 +242,9 @@ func TestCLIScenarioDiscoverClaimsGraph(t *testing.T) {
 	for id, kind := range map[string]string{
 		"sdp:" + ns + "/basic-gpu": "SimulatedDevicePool",
 		"pool:" + simdevice.DefaultDriverName + "/" + simdevice.PoolNameFor(ns, "basic-gpu", "node-a"): "ResourcePool",
-		"node:node-a":                  "Node",
-		"class:draforge-basic-gpu":     "DeviceClass",
-		"claim:" + ns + "/single-gpu":  "ResourceClaim",
+		"node:node-a":                 "Node",
+		"class:draforge-basic-gpu":    "DeviceClass",
+		"claim:" + ns + "/single-gpu": "ResourceClaim",
 		"device:" + simdevice.DefaultDriverName + "/" + simdevice.PoolNameFor(ns, "basic-gpu", "node-a") + "/gpu-0": "Device",
 	} {
 		if ids[id] != kind {
