@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/rest"
@@ -20,9 +21,10 @@ var Version = "dev"
 
 // kubeFlags are the kubectl-like connection flags shared by every command.
 type kubeFlags struct {
-	kubeconfig string
-	context    string
-	namespace  string
+	kubeconfig     string
+	context        string
+	namespace      string
+	requestTimeout time.Duration
 }
 
 func (k *kubeFlags) config() (*rest.Config, error) {
@@ -66,7 +68,10 @@ func newRoot() *cobra.Command {
 	pf.StringVar(&kf.kubeconfig, "kubeconfig", "", "path to the kubeconfig (default $KUBECONFIG or ~/.kube/config, in-cluster when running in a pod)")
 	pf.StringVar(&kf.context, "context", "", "kubeconfig context to use")
 	pf.StringVarP(&kf.namespace, "namespace", "n", "", "namespace (default from the kubeconfig context)")
+	pf.DurationVar(&kf.requestTimeout, "request-timeout", 30*time.Second, "timeout of each API request of diagnostic commands (0: none)")
 	root.AddCommand(newVersion(), newController(kf))
+	root.AddCommand(newDiscover(kf), newClaims(kf), newExplain(kf), newDoctor(kf), newGraph(kf),
+		newScenario(kf), newInjectFault(kf), newClearFaults(kf), newMachines())
 	return root
 }
 

@@ -1,0 +1,95 @@
+// Package faults edits spec.faults of a SimulatedDevicePool: pure functions that compute the
+// new fault list and the JSON merge patch that writes it with optimistic concurrency.
+package faults
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/draforge/draforge/drivers/simdevice"
+)
+
+// Modes are the accepted --mode values.
+var Modes = []simdevice.FaultMode{simdevice.FaultUnhealthy, simdevice.FaultCapacityExhausted, simdevice.FaultDisappear, simdevice.FaultHealthy}
+
+// ParseMode checks a mode name.
+func ParseMode(s string) (simdevice.FaultMode, error) {
+	m := simdevice.FaultMode(s)
+	if slices.Contains(Modes, m) {
+		return m, nil
+	}
+	names := make([]string, len(Modes))
+	for i, m := range Modes {
+		names[i] = string(m)
+	}
+	return "", fmt.Errorf("unknown fault mode %q (want %s)", s, strings.Join(names, ", "))
+}
+
+// DeviceRef parses a device given as a name ("gpu-1") or an index ("1").
+func DeviceRef(s string) intstr.IntOrString {
+	if i, err := strconv.Atoi(s); err == nil && i >= 0 {
+		return intstr.FromInt32(int32(i))
+	}
+	return intstr.FromString(s)
+}
+
+// index resolves a device reference to its index in the pool, or -1.
+func index(p *simdevice.Pool, d intstr.IntOrString) int {
+	if d.Type == intstr.Int {
+		return d.IntValue()
+	}
+	if i, ok := strings.CutPrefix(d.StrVal, p.Spec.DeviceType+"-"); ok {
+		if n, err := strconv.Atoi(i); err == nil && strconv.Itoa(n) == i {
+			return n
+		}
+	}
+	return -1
+}
+
+// Set returns the pool's faults with any fault on the same device and node replaced by one
+// with mode; mode "healthy" removes the device's faults on that node instead of recording a
+// no-op fault. The result is validated with the pool's own validation.
+func Set(p *simdevice.Pool, device intstr.IntOrString, node string, mode simdevice.FaultMode) ([]simdevice.Fault, error) {
+	i := index(p, device)
+	if i < 0 || i >= p.Spec.DeviceCount {
+		return nil, fmt.Errorf("SimulatedDevicePool %s/%s has no device %s (devices are %s-0..%s-%d)",
+			p.Namespace, p.Name, device.String(), p.Spec.DeviceType, p.Spec.DeviceType, p.Spec.DeviceCount-1)
+	}
+	var out []simdevice.Fault
+	for _, f := range p.Spec.Faults {
+		if f.Node == node && index(p, f.Device) == i {
+			continue
+		}
+		out = append(out, f)
+	}
+	if mode != simdevice.FaultHealthy {
+		out = append(out, simdevice.Fault{Device: device, Node: node, Mode: mode})
+	}
+	check := *p
+	check.Spec.Faults = out
+	if errs := check.Validate(); len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return out, nil
+}
+
+// MergePatch is a JSON merge patch setting spec.faults (removing it when empty). With a
+// resourceVersion the API server rejects the patch with Conflict if the pool changed since it
+// was read, so concurrent fault edits are never lost (merge patches replace lists wholesale).
+func MergePatch(resourceVersion string, faults []simdevice.Fault) ([]byte, error) {
+	var f any = faults
+	if len(faults) == 0 {
+		f = nil
+	}
+	patch := map[string]any{"spec": map[string]any{"faults": f}}
+	if resourceVersion != "" {
+		patch["metadata"] = map[string]any{"resourceVersion": resourceVersion}
+	}
+	return json.Marshal(patch)
+}

@@ -1,0 +1,203 @@
+// Package scenario vets, decodes, orders, applies and resets scenario files: multi-document
+// YAML streams of Namespaces, DeviceClasses, SimulatedDevicePools, ResourceClaims and Pods,
+// checked against schemas.#Document before anything reaches the API server.
+package scenario
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	cueerrors "cuelang.org/go/cue/errors"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/draforge/draforge/drivers/simdevice"
+	"github.com/draforge/draforge/schemas"
+)
+
+// FieldManager is the server-side apply field manager of scenario apply.
+const FieldManager = "draforge"
+
+// Kind is what a scenario document may be, with its resource and apply order.
+type Kind struct {
+	APIVersion, Kind string
+	GVR              schema.GroupVersionResource
+	Namespaced       bool
+	// Order: lower applies first (namespaces before what lives in them, classes and pools
+	// before claims, claims before the pods that use them); reset deletes in reverse.
+	Order int
+}
+
+// Kinds are the document kinds #Document allows, in apply order.
+var Kinds = []Kind{
+	{"v1", "Namespace", schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}, false, 0},
+	{"resource.k8s.io/v1", "DeviceClass", schema.GroupVersionResource{Group: "resource.k8s.io", Version: "v1", Resource: "deviceclasses"}, false, 1},
+	{simdevice.Group + "/" + simdevice.Version, simdevice.Kind, simdevice.GVR, true, 2},
+	{"resource.k8s.io/v1", "ResourceClaim", schema.GroupVersionResource{Group: "resource.k8s.io", Version: "v1", Resource: "resourceclaims"}, true, 3},
+	{"v1", "Pod", schema.GroupVersionResource{Version: "v1", Resource: "pods"}, true, 4},
+}
+
+// KindOf returns the Kind of a decoded document.
+func KindOf(u *unstructured.Unstructured) (Kind, bool) {
+	for _, k := range Kinds {
+		if k.APIVersion == u.GetAPIVersion() && k.Kind == u.GetKind() {
+			return k, true
+		}
+	}
+	return Kind{}, false
+}
+
+// Vet checks src against schemas.#Document. The error, if any, lists every problem with its
+// filename:line:col (see Format).
+func Vet(filename string, src []byte) error {
+	return schemas.ValidateScenario(filename, src)
+}
+
+// Format renders a Vet error as one "file:line:col: message" line per problem (the first
+// position of each; further positions are appended as "(also file:line:col)"). Problems
+// without a position in the file (cross-field rules) are prefixed with filename.
+func Format(filename string, err error) string {
+	var lines []string
+	for _, e := range cueerrors.Errors(err) {
+		format, args := e.Msg()
+		msg := fmt.Sprintf(format, args...)
+		if p := e.Path(); len(p) > 0 {
+			msg = strings.Join(p, ".") + ": " + msg
+		}
+		var pos []string
+		for _, p := range cueerrors.Positions(e) {
+			if p.Filename() == "" || strings.HasPrefix(p.Filename(), "schemas/") {
+				continue // positions inside the embedded schema do not help the author
+			}
+			pos = append(pos, fmt.Sprintf("%s:%d:%d", p.Filename(), p.Line(), p.Column()))
+		}
+		switch len(pos) {
+		case 0:
+			lines = append(lines, filename+": "+msg)
+		case 1:
+			lines = append(lines, pos[0]+": "+msg)
+		default:
+			lines = append(lines, pos[0]+": "+msg+" (also "+strings.Join(pos[1:], ", ")+")")
+		}
+	}
+	if len(lines) == 0 {
+		return err.Error()
+	}
+	slices.Sort(lines)
+	return strings.Join(slices.Compact(lines), "\n")
+}
+
+// Object is one decoded document and where it came from.
+type Object struct {
+	File  string                     `json:"file"`
+	Index int                        `json:"index"` // document index in the file, from 0
+	Kind  Kind                       `json:"-"`
+	Obj   *unstructured.Unstructured `json:"object"`
+}
+
+// Decode vets src and decodes its documents (empty documents are skipped). Namespaced objects
+// without a namespace get defaultNamespace.
+func Decode(filename string, src []byte, defaultNamespace string) ([]Object, error) {
+	if err := Vet(filename, src); err != nil {
+		return nil, &VetError{File: filename, Err: err}
+	}
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(src), 4096)
+	var out []Object
+	for i := 0; ; i++ {
+		u := &unstructured.Unstructured{}
+		if err := dec.Decode(&u.Object); err != nil {
+			if errors.Is(err, io.EOF) {
+				return out, nil
+			}
+			return nil, fmt.Errorf("%s: document %d: %w", filename, i, err)
+		}
+		if len(u.Object) == 0 {
+			continue
+		}
+		k, ok := KindOf(u)
+		if !ok { // #Document already rejects this; kept as a guard
+			return nil, fmt.Errorf("%s: document %d: unsupported %s %s", filename, i, u.GetAPIVersion(), u.GetKind())
+		}
+		if k.Namespaced && u.GetNamespace() == "" {
+			u.SetNamespace(defaultNamespace)
+		}
+		out = append(out, Object{File: filename, Index: i, Kind: k, Obj: u})
+	}
+}
+
+// VetError is a schema violation found by Decode.
+type VetError struct {
+	File string
+	Err  error
+}
+
+func (e *VetError) Error() string { return Format(e.File, e.Err) }
+func (e *VetError) Unwrap() error { return e.Err }
+
+// Sort orders objects for apply: by Kind.Order, then file and document order (stable).
+func Sort(objs []Object) {
+	slices.SortStableFunc(objs, func(a, b Object) int { return cmp.Compare(a.Kind.Order, b.Kind.Order) })
+}
+
+// Ref names an object for messages: "kind/name" or "kind namespace/name".
+func Ref(o Object) string {
+	if o.Obj.GetNamespace() != "" {
+		return fmt.Sprintf("%s %s/%s", o.Kind.Kind, o.Obj.GetNamespace(), o.Obj.GetName())
+	}
+	return fmt.Sprintf("%s %s", o.Kind.Kind, o.Obj.GetName())
+}
+
+func resource(dyn dynamic.Interface, o Object) dynamic.ResourceInterface {
+	r := dyn.Resource(o.Kind.GVR)
+	if o.Kind.Namespaced {
+		return r.Namespace(o.Obj.GetNamespace())
+	}
+	return r
+}
+
+// Apply server-side applies objects in apply order (it sorts a copy) with field manager
+// "draforge". It stops at the first error; report is called after each object.
+func Apply(ctx context.Context, dyn dynamic.Interface, objs []Object, force bool, report func(o Object, err error)) error {
+	objs = slices.Clone(objs)
+	Sort(objs)
+	for _, o := range objs {
+		_, err := resource(dyn, o).Apply(ctx, o.Obj.GetName(), o.Obj, metav1.ApplyOptions{FieldManager: FieldManager, Force: force})
+		report(o, err)
+		if err != nil {
+			return fmt.Errorf("apply %s (%s document %d): %w", Ref(o), o.File, o.Index, err)
+		}
+	}
+	return nil
+}
+
+// Reset deletes objects in reverse apply order, ignoring ones that do not exist. It tries
+// every object and returns all errors.
+func Reset(ctx context.Context, dyn dynamic.Interface, objs []Object, report func(o Object, found bool, err error)) error {
+	objs = slices.Clone(objs)
+	Sort(objs)
+	slices.Reverse(objs)
+	var errs []error
+	policy := metav1.DeletePropagationBackground
+	for _, o := range objs {
+		err := resource(dyn, o).Delete(ctx, o.Obj.GetName(), metav1.DeleteOptions{PropagationPolicy: &policy})
+		found := !apierrors.IsNotFound(err)
+		if !found {
+			err = nil
+		}
+		report(o, found, err)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("delete %s: %w", Ref(o), err))
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,383 @@
+package e2e
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/yaml"
+
+	"github.com/draforge/draforge/drivers/simdevice"
+)
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// repoRoot is the module root (this file is test/e2e/cli_test.go).
+func repoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..")
+}
+
+// draforge builds the real binary once per test process.
+func draforgeBin(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "draforge-cli-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "draforge")
+		cmd := exec.Command("go", "build", "-o", binPath, "./cmd/draforge")
+		cmd.Dir = repoRoot()
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = errors.New(string(out))
+		}
+	})
+	if buildErr != nil {
+		t.Fatalf("build draforge: %v", buildErr)
+	}
+	return binPath
+}
+
+type cliResult struct {
+	stdout, stderr string
+	code           int
+}
+
+func runCLI(t *testing.T, args ...string) cliResult {
+	t.Helper()
+	cmd := exec.CommandContext(t.Context(), draforgeBin(t), append([]string{"--kubeconfig", kubeconfigPath}, args...)...)
+	cmd.Dir = repoRoot()
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	r := cliResult{stdout: out.String(), stderr: errb.String()}
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		r.code = ee.ExitCode()
+	case err != nil:
+		t.Fatalf("run draforge %v: %v", args, err)
+	}
+	return r
+}
+
+func mustCLI(t *testing.T, args ...string) string {
+	t.Helper()
+	r := runCLI(t, args...)
+	if r.code != 0 {
+		t.Fatalf("draforge %s: exit %d\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), r.code, r.stdout, r.stderr)
+	}
+	return r.stdout
+}
+
+var crdOnce sync.Once
+
+// installCRD applies the SDP CRD once and waits until it is Established (via the CLI's doctor).
+func installCRD(t *testing.T, e *env) {
+	t.Helper()
+	crdOnce.Do(func() {
+		src, err := os.ReadFile(filepath.Join(repoRoot(), "deploy/crds/simulateddevicepool-crd.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		obj := map[string]any{}
+		if err := yaml.Unmarshal(src, &obj); err != nil {
+			t.Fatal(err)
+		}
+		u := unstructuredFrom(obj)
+		if _, err := e.Dynamic.Resource(crdGVR).Create(t.Context(), u, metav1.CreateOptions{}); err != nil && !strings.Contains(err.Error(), "already exists") {
+			t.Fatalf("create CRD: %v", err)
+		}
+	})
+	eventually(t, 30*e2eSecond, func() (bool, string) {
+		_, err := e.Dynamic.Resource(simdevice.GVR).Namespace(e.Namespace).List(t.Context(), metav1.ListOptions{})
+		return err == nil, "SDP resource not served yet"
+	})
+}
+
+// nodes creates node-a/b/c with rack labels (cluster-scoped, shared by tests; kept).
+func createNodes(t *testing.T, e *env) []*corev1.Node {
+	t.Helper()
+	var out []*corev1.Node
+	for name, rack := range map[string]string{"node-a": "r1", "node-b": "r1", "node-c": "r2"} {
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"draforge.test/rack": rack}}}
+		got, err := e.Kube.CoreV1().Nodes().Create(t.Context(), n, metav1.CreateOptions{})
+		if err != nil {
+			if got, err = e.Kube.CoreV1().Nodes().Get(t.Context(), name, metav1.GetOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		out = append(out, got)
+	}
+	return out
+}
+
+// publish writes the pool's desired slices (what the controller would publish).
+func publish(t *testing.T, e *env, p *simdevice.Pool, nodes []*corev1.Node) []*resourcev1.ResourceSlice {
+	t.Helper()
+	slices, err := simdevice.DesiredSlices(p, nodes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []*resourcev1.ResourceSlice
+	for _, s := range slices {
+		s.Spec.Pool.Generation = 1
+		got, err := e.Kube.ResourceV1().ResourceSlices().Create(t.Context(), s, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatalf("create slice: %v", err)
+		}
+		t.Cleanup(func() { _ = e.Kube.ResourceV1().ResourceSlices().Delete(t.Context(), got.Name, metav1.DeleteOptions{}) })
+		out = append(out, got)
+	}
+	return out
+}
+
+func getPool(t *testing.T, e *env, ns, name string) *simdevice.Pool {
+	t.Helper()
+	u, err := e.Dynamic.Resource(simdevice.GVR).Namespace(ns).Get(t.Context(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := simdevice.FromUnstructured(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestCLIScenarioDiscoverClaimsGraph(t *testing.T) {
+	e := newEnv(t)
+	installCRD(t, e)
+	nodes := createNodes(t, e)
+	const ns = "draforge-basic-gpu"
+	t.Cleanup(func() { _ = e.Kube.CoreV1().Namespaces().Delete(t.Context(), ns, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = e.Kube.ResourceV1().DeviceClasses().Delete(t.Context(), "draforge-basic-gpu", metav1.DeleteOptions{})
+	})
+
+	out := mustCLI(t, "scenario", "apply", "-f", "examples/scenarios/basic-gpu.yaml")
+	// Apply order: namespace, class, pool, claim.
+	want := []string{"Namespace draforge-basic-gpu", "DeviceClass draforge-basic-gpu", "SimulatedDevicePool draforge-basic-gpu/basic-gpu", "ResourceClaim draforge-basic-gpu/single-gpu"}
+	last := -1
+	for _, w := range want {
+		i := strings.Index(out, w+" serverside-applied")
+		if i <= last {
+			t.Fatalf("apply output out of order or missing %q:\n%s", w, out)
+		}
+		last = i
+	}
+	// Re-applying is idempotent.
+	mustCLI(t, "scenario", "apply", "-f", "examples/scenarios/basic-gpu.yaml")
+
+	publish(t, e, getPool(t, e, ns, "basic-gpu"), nodes)
+
+	var disc struct {
+		Pools []struct {
+			Driver, Pool, Node, SDP, Health string
+			Generation                      int64
+			Consistent                      bool
+			DeviceCount                     int `json:"deviceCount"`
+		} `json:"pools"`
+	}
+	if err := json.Unmarshal([]byte(mustCLI(t, "discover", "-n", ns, "-o", "json")), &disc); err != nil {
+		t.Fatal(err)
+	}
+	if len(disc.Pools) != 1 {
+		t.Fatalf("want 1 pool in %s, got %+v", ns, disc.Pools)
+	}
+	p := disc.Pools[0]
+	if p.Pool != simdevice.PoolNameFor(ns, "basic-gpu", "node-a") || p.Node != "node-a" || p.DeviceCount != 2 || !p.Consistent || p.Health != "Healthy" || p.SDP != ns+"/basic-gpu" || p.Generation != 1 {
+		t.Errorf("pool %+v", p)
+	}
+	if table := mustCLI(t, "discover", "-n", ns, "--devices"); !strings.Contains(table, "gpu-1") || !strings.Contains(table, "HEALTH") {
+		t.Errorf("discover table:\n%s", table)
+	}
+
+	var claims []struct {
+		Namespace, Name, State string
+		Requests               []struct{ Name string }
+	}
+	if err := json.Unmarshal([]byte(mustCLI(t, "claims", "-n", ns, "-o", "json")), &claims); err != nil {
+		t.Fatal(err)
+	}
+	if len(claims) != 1 || claims[0].Name != "single-gpu" || claims[0].State != "Pending" || len(claims[0].Requests) != 1 {
+		t.Errorf("claims %+v", claims)
+	}
+	if all := mustCLI(t, "claims", "-A"); !strings.Contains(all, "NAMESPACE") || !strings.Contains(all, "single-gpu") {
+		t.Errorf("claims -A:\n%s", all)
+	}
+
+	// Without the controller the claim is pending; explain says it fits on node-a.
+	if ex := mustCLI(t, "explain", "-n", ns, "single-gpu"); !strings.Contains(ex, "claim fits on node node-a") {
+		t.Errorf("explain:\n%s", ex)
+	}
+
+	var g struct {
+		Nodes []struct{ ID, Kind string }
+		Edges []struct{ From, To, Kind string }
+	}
+	if err := json.Unmarshal([]byte(mustCLI(t, "graph", "-o", "json")), &g); err != nil {
+		t.Fatal(err)
+	}
+	ids := map[string]string{}
+	for _, n := range g.Nodes {
+		ids[n.ID] = n.Kind
+	}
+	for id, kind := range map[string]string{
+		"sdp:" + ns + "/basic-gpu": "SimulatedDevicePool",
+		"pool:" + simdevice.DefaultDriverName + "/" + simdevice.PoolNameFor(ns, "basic-gpu", "node-a"): "ResourcePool",
+		"node:node-a":                 "Node",
+		"class:draforge-basic-gpu":    "DeviceClass",
+		"claim:" + ns + "/single-gpu": "ResourceClaim",
+		"device:" + simdevice.DefaultDriverName + "/" + simdevice.PoolNameFor(ns, "basic-gpu", "node-a") + "/gpu-0": "Device",
+	} {
+		if ids[id] != kind {
+			t.Errorf("graph lacks %s %s", kind, id)
+		}
+	}
+	// The graph is not silently limited to the default namespace: the per-test namespace's
+	// objects are cluster-wide neighbours, and -n limits.
+	if dot := mustCLI(t, "graph", "-n", ns, "-o", "dot"); !strings.Contains(dot, "single-gpu") || strings.Contains(dot, "harness-") {
+		t.Errorf("graph -n:\n%s", dot)
+	}
+	if mmd := mustCLI(t, "graph", "-o", "mermaid"); !strings.HasPrefix(mmd, "flowchart LR") {
+		t.Errorf("mermaid:\n%s", mmd)
+	}
+
+	// inject-fault changes the SDP spec; clear-faults removes it.
+	mustCLI(t, "inject-fault", "basic-gpu", "-n", ns, "--device", "gpu-1", "--node", "node-a", "--mode", "unhealthy")
+	pool := getPool(t, e, ns, "basic-gpu")
+	if len(pool.Spec.Faults) != 1 || pool.Spec.Faults[0].Device.String() != "gpu-1" || pool.Spec.Faults[0].Mode != simdevice.FaultUnhealthy || pool.Spec.Faults[0].Node != "node-a" {
+		t.Fatalf("faults after inject: %+v", pool.Spec.Faults)
+	}
+	mustCLI(t, "inject-fault", "basic-gpu", "-n", ns, "--device", "1", "--node", "node-a", "--mode", "disappear")
+	if pool = getPool(t, e, ns, "basic-gpu"); len(pool.Spec.Faults) != 1 || pool.Spec.Faults[0].Mode != simdevice.FaultDisappear {
+		t.Fatalf("fault not replaced: %+v", pool.Spec.Faults)
+	}
+	if r := runCLI(t, "inject-fault", "basic-gpu", "-n", ns, "--device", "gpu-7", "--mode", "unhealthy"); r.code != 1 || !strings.Contains(r.stderr, "no device gpu-7") {
+		t.Errorf("bad device: %+v", r)
+	}
+	mustCLI(t, "clear-faults", "basic-gpu", "-n", ns)
+	if pool = getPool(t, e, ns, "basic-gpu"); len(pool.Spec.Faults) != 0 {
+		t.Fatalf("faults after clear: %+v", pool.Spec.Faults)
+	}
+
+	// reset deletes what the file declares; a second reset finds nothing and succeeds.
+	out = mustCLI(t, "scenario", "reset", "-f", "examples/scenarios/basic-gpu.yaml")
+	if !strings.Contains(out, "DeviceClass draforge-basic-gpu deleted") {
+		t.Errorf("reset:\n%s", out)
+	}
+	if out = mustCLI(t, "scenario", "reset", "-f", "examples/scenarios/basic-gpu.yaml"); !strings.Contains(out, "DeviceClass draforge-basic-gpu not found") {
+		t.Errorf("second reset:\n%s", out)
+	}
+}
+
+func TestCLIDoctor(t *testing.T) {
+	e := newEnv(t)
+	installCRD(t, e)
+	r := runCLI(t, "doctor", "-n", e.Namespace, "-o", "json")
+	var rep struct {
+		Results []struct{ ID, Status, Message string }
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		t.Fatalf("%v\n%s\n%s", err, r.stdout, r.stderr)
+	}
+	status := map[string]string{}
+	for _, res := range rep.Results {
+		status[res.ID] = res.Status
+	}
+	for id, want := range map[string]string{"DRA001": "PASS", "DRA002": "PASS", "DRA003": "PASS", "DRA004": "SKIP"} {
+		if status[id] != want {
+			t.Errorf("%s = %s, want %s (%+v)", id, status[id], want, rep.Results)
+		}
+	}
+	// A controller URL that does not answer is a FAIL and exit code 1.
+	r = runCLI(t, "doctor", "-n", e.Namespace, "--controller-url", "http://127.0.0.1:1", "--request-timeout", "2s")
+	if r.code != 1 || !strings.Contains(r.stdout, "DRA004") || !strings.Contains(r.stdout, "FAIL") {
+		t.Errorf("unreachable controller: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+}
+
+func TestCLIExplainMissingClassAndNotFound(t *testing.T) {
+	e := newEnv(t)
+	claim := &resourcev1.ResourceClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "orphan-class", Namespace: e.Namespace},
+		Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{{
+			Name: "gpu", Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: "does-not-exist-" + e.Namespace},
+		}}}},
+	}
+	if _, err := e.Kube.ResourceV1().ResourceClaims(e.Namespace).Create(t.Context(), claim, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	out := mustCLI(t, "explain", "-n", e.Namespace, "orphan-class")
+	for _, want := range []string{"ClassNotFound", `create DeviceClass "does-not-exist-` + e.Namespace + `"`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("explain lacks %q:\n%s", want, out)
+		}
+	}
+	var res struct {
+		ReasonCounts map[string]int `json:"reasonCounts"`
+	}
+	if err := json.Unmarshal([]byte(mustCLI(t, "explain", "-n", e.Namespace, "orphan-class", "-o", "json")), &res); err != nil || res.ReasonCounts["ClassNotFound"] != 1 {
+		t.Errorf("json reasonCounts %v (%v)", res.ReasonCounts, err)
+	}
+
+	r := runCLI(t, "explain", "-n", e.Namespace, "nope")
+	if r.code != 1 || strings.TrimSpace(r.stderr) != `draforge: ResourceClaim "nope" not found in namespace "`+e.Namespace+`"` {
+		t.Errorf("not found: exit %d stderr %q", r.code, r.stderr)
+	}
+}
+
+func TestCLIScenarioVet(t *testing.T) {
+	r := runCLI(t, "scenario", "vet", "test/scenarios/invalid/claim-typo.yaml")
+	if r.code != 1 || !strings.Contains(r.stderr, "test/scenarios/invalid/claim-typo.yaml:13:11: ") || !strings.Contains(r.stderr, "deviceClasName: field not allowed") {
+		t.Errorf("vet invalid: exit %d\n%s", r.code, r.stderr)
+	}
+	files, _ := filepath.Glob(filepath.Join(repoRoot(), "examples/scenarios/*.yaml"))
+	if len(files) == 0 {
+		t.Fatal("no example scenarios")
+	}
+	if out := mustCLI(t, append([]string{"scenario", "vet"}, files...)...); strings.Count(out, ": ok") != len(files) {
+		t.Errorf("vet examples:\n%s", out)
+	}
+	// apply refuses invalid files before talking to the server.
+	r = runCLI(t, "scenario", "apply", "-f", "test/scenarios/invalid/unknown-kind.yaml")
+	if r.code != 1 || !strings.Contains(r.stderr, "unknown-kind.yaml:") {
+		t.Errorf("apply invalid: exit %d\n%s", r.code, r.stderr)
+	}
+}
+
+func TestCLIMachines(t *testing.T) {
+	out := mustCLI(t, "machines", "vet")
+	if !strings.Contains(out, "machine pool ok") || !strings.Contains(out, "machine claim ok") {
+		t.Errorf("machines vet:\n%s", out)
+	}
+	if g := mustCLI(t, "machines", "graph"); strings.Count(g, "stateDiagram-v2") != 2 {
+		t.Errorf("machines graph:\n%s", g)
+	}
+	dir := t.TempDir()
+	bad := "package machines\n\nmachine: x: {\n\tresource: {group: \"a\", version: \"v1\", resource: \"b\"}\n\tnamespaced: true\n\tstates: {a: {}, failed: terminal: true}\n\tinitial: \"a\"\n\tterminalState: \"failed\"\n\tevents: [{name: \"e\", when: observe: \"noSuchObservation\"}]\n\ttransitions: [{event: \"e\", from: [\"a\"], to: \"a\"}]\n}\n"
+	if err := os.WriteFile(filepath.Join(dir, "x.cue"), []byte(bad), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := runCLI(t, "machines", "vet", dir)
+	if r.code != 1 || !strings.Contains(r.stderr, filepath.Join(dir, "x.cue")+":9:") || !strings.Contains(r.stderr, "noSuchObservation") {
+		t.Errorf("machines vet bad dir: exit %d\n%s", r.code, r.stderr)
+	}
+}
