@@ -420,6 +420,7 @@ func TestRBACLeastPrivilege(t *testing.T) {
 			"resource.k8s.io|resourceslices":                  {"get", "list", "watch", "create", "update", "patch", "delete"},
 			"resource.k8s.io|resourceclaims":                  rw,
 			"resource.k8s.io|resourceclaims/status":           {"update", "patch"},
+			"resource.k8s.io|resourceclaims/binding":          {"update"},
 			"resource.k8s.io|deviceclasses":                   rw,
 			"|nodes":                                          rw,
 			"|pods":                                           rw,
