@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -268,6 +269,40 @@ func TestHelmInstallAndRBAC(t *testing.T) {
 		_, err = sa.CoreV1().ConfigMaps(e.Namespace).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "rbac"}}, metav1.CreateOptions{})
 		wantForbidden(t, "create a ConfigMap", err)
 	})
+}
+
+// TestHelmUpgradeToProfile upgrades a default release to the local-demo profile, as the
+// operations guide's `helm upgrade` does, and checks the API server stored the new objects.
+func TestHelmUpgradeToProfile(t *testing.T) {
+	e := newEnv(t)
+	ctx := t.Context()
+	rel := "df" + rand.String(5)
+	helmRun(t, "install", rel, chartPath(t), "--namespace", e.Namespace)
+	t.Cleanup(func() {
+		if _, err := helmtool.Run(context.Background(), "uninstall", rel, "--namespace", e.Namespace, "--kubeconfig", kubeconfigPath); err != nil {
+			t.Log(err)
+		}
+	})
+	helmRun(t, "upgrade", rel, chartPath(t), "--namespace", e.Namespace, "-f", chartPath(t, "values-local-demo.yaml"))
+	ing, err := e.Kube.NetworkingV1().Ingresses(e.Namespace).Get(ctx, rel+"-draforge-server", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("upgrade did not create the local-demo Ingress: %v", err)
+	}
+	if ing.Spec.Rules[0].Host != "draforge.localhost" {
+		t.Errorf("Ingress host = %q", ing.Spec.Rules[0].Host)
+	}
+	d, err := e.Kube.AppsV1().Deployments(e.Namespace).Get(ctx, rel+"-draforge-controller", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *d.Spec.Replicas != 1 || !slices.Contains(d.Spec.Template.Spec.Containers[0].Args, "--log-level=debug") {
+		t.Errorf("controller after upgrade: replicas %d args %v", *d.Spec.Replicas, d.Spec.Template.Spec.Containers[0].Args)
+	}
+	// Roll back to the defaults: the Ingress goes away again.
+	helmRun(t, "rollback", rel, "1", "--namespace", e.Namespace)
+	if _, err := e.Kube.NetworkingV1().Ingresses(e.Namespace).Get(ctx, rel+"-draforge-server", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("Ingress after rollback: want NotFound, got %v", err)
+	}
 }
 
 // saClient authenticates as a ServiceAccount with a short-lived token from the TokenRequest API,

@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"sigs.k8s.io/yaml"
 )
 
 var (
@@ -657,4 +658,72 @@ func unstructuredSlice(obj map[string]any, fields ...string) ([]any, bool, error
 	}
 	s, ok := cur.([]any)
 	return s, ok, nil
+}
+
+// The operations guide documents these values with these defaults; renaming or changing one
+// breaks operators' values files.
+func TestValuesMatchOperationsGuide(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(chartDir(t), "values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var values map[string]any
+	if err := yaml.Unmarshal(b, &values); err != nil {
+		t.Fatal(err)
+	}
+	lookup := func(path string) (any, bool) {
+		var cur any = values
+		for _, k := range strings.Split(path, ".") {
+			m, ok := cur.(map[string]any)
+			if !ok {
+				return nil, false
+			}
+			if cur, ok = m[k]; !ok {
+				return nil, false
+			}
+		}
+		return cur, true
+	}
+	for path, want := range map[string]any{
+		"server.lifecycle.readinessTimeout":                  "2s",
+		"server.lifecycle.readinessGracePeriod":              "15s",
+		"server.lifecycle.shutdownTimeout":                   "5s",
+		"controller.lifecycle.readinessTimeout":              "2s",
+		"controller.lifecycle.readinessGracePeriod":          "15s",
+		"controller.lifecycle.shutdownTimeout":               "5s",
+		"controller.replicaCount":                            float64(2),
+		"controller.leaderElection.enabled":                  true,
+		"controller.leaderElection.leaseDuration":            "15s",
+		"controller.leaderElection.renewDeadline":            "10s",
+		"controller.leaderElection.retryPeriod":              "2s",
+		"controller.metrics.port":                            float64(8082),
+		"controller.metrics.service.enabled":                 true,
+		"controller.metrics.networkPolicy.enabled":           false,
+		"controller.metrics.networkPolicy.namespaceSelector": map[string]any{},
+		"controller.metrics.networkPolicy.podSelector":       map[string]any{},
+		"controller.metrics.serviceMonitor.enabled":          false,
+		"controller.metrics.serviceMonitor.namespace":        "",
+		"controller.metrics.serviceMonitor.labels":           map[string]any{},
+		"controller.metrics.serviceMonitor.interval":         "30s",
+		"controller.metrics.serviceMonitor.scrapeTimeout":    "10s",
+		"server.exposure.enabled":                            false,
+		"server.cors.allowedOrigins":                         []any{},
+	} {
+		got, ok := lookup(path)
+		if !ok {
+			t.Errorf("values.yaml has no %s", path)
+			continue
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("%s = %v, want %v (operations guide)", path, got, want)
+		}
+	}
+}
+
+func TestKubeVersionConstraint(t *testing.T) {
+	msg := renderErr(t, "--kube-version", "1.33.4")
+	if !strings.Contains(msg, "kubeVersion") {
+		t.Errorf("want a kubeVersion error for 1.33, got:\n%s", msg)
+	}
+	render(t, "--kube-version", "1.34.0")
 }
