@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"os"
@@ -9,49 +10,19 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"sync"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/yaml"
 
 	"github.com/draforge/draforge/drivers/simdevice"
-)
-
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
 )
 
 // repoRoot is the module root (this file is test/e2e/cli_test.go).
 func repoRoot() string {
 	_, file, _, _ := runtime.Caller(0)
 	return filepath.Join(filepath.Dir(file), "..", "..")
-}
-
-// draforge builds the real binary once per test process.
-func draforgeBin(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "draforge-cli-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "draforge")
-		cmd := exec.Command("go", "build", "-o", binPath, "./cmd/draforge")
-		cmd.Dir = repoRoot()
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = errors.New(string(out))
-		}
-	})
-	if buildErr != nil {
-		t.Fatalf("build draforge: %v", buildErr)
-	}
-	return binPath
 }
 
 type cliResult struct {
@@ -61,7 +32,7 @@ type cliResult struct {
 
 func runCLI(t *testing.T, args ...string) cliResult {
 	t.Helper()
-	cmd := exec.CommandContext(t.Context(), draforgeBin(t), append([]string{"--kubeconfig", kubeconfigPath}, args...)...)
+	cmd := exec.CommandContext(t.Context(), draforgeBinary(t), append([]string{"--kubeconfig", kubeconfigPath}, args...)...)
 	cmd.Dir = repoRoot()
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
@@ -86,44 +57,20 @@ func mustCLI(t *testing.T, args ...string) string {
 	return r.stdout
 }
 
-var crdOnce sync.Once
+// installCRD applies the SDP CRD and the simulated nodes (see env.installCRDs).
+func installCRD(t *testing.T, e *env) { e.installCRDs(t) }
 
-// installCRD applies the SDP CRD once and waits until it is Established (via the CLI's doctor).
-func installCRD(t *testing.T, e *env) {
-	t.Helper()
-	crdOnce.Do(func() {
-		src, err := os.ReadFile(filepath.Join(repoRoot(), "deploy/crds/simulateddevicepool-crd.yaml"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		obj := map[string]any{}
-		if err := yaml.Unmarshal(src, &obj); err != nil {
-			t.Fatal(err)
-		}
-		u := unstructuredFrom(obj)
-		if _, err := e.Dynamic.Resource(crdGVR).Create(t.Context(), u, metav1.CreateOptions{}); err != nil && !strings.Contains(err.Error(), "already exists") {
-			t.Fatalf("create CRD: %v", err)
-		}
-	})
-	eventually(t, 30*e2eSecond, func() (bool, string) {
-		_, err := e.Dynamic.Resource(simdevice.GVR).Namespace(e.Namespace).List(t.Context(), metav1.ListOptions{})
-		return err == nil, "SDP resource not served yet"
-	})
-}
-
-// nodes creates node-a/b/c with rack labels (cluster-scoped, shared by tests; kept).
+// createNodes returns node-a/b/c (cluster-scoped, from examples/nodes.yaml, shared by tests).
 func createNodes(t *testing.T, e *env) []*corev1.Node {
 	t.Helper()
+	e.installCRDs(t)
 	var out []*corev1.Node
-	for name, rack := range map[string]string{"node-a": "r1", "node-b": "r1", "node-c": "r2"} {
-		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"draforge.test/rack": rack}}}
-		got, err := e.Kube.CoreV1().Nodes().Create(t.Context(), n, metav1.CreateOptions{})
+	for _, name := range []string{"node-a", "node-b", "node-c"} {
+		n, err := e.Kube.CoreV1().Nodes().Get(t.Context(), name, metav1.GetOptions{})
 		if err != nil {
-			if got, err = e.Kube.CoreV1().Nodes().Get(t.Context(), name, metav1.GetOptions{}); err != nil {
-				t.Fatal(err)
-			}
+			t.Fatal(err)
 		}
-		out = append(out, got)
+		out = append(out, n)
 	}
 	return out
 }
@@ -142,7 +89,9 @@ func publish(t *testing.T, e *env, p *simdevice.Pool, nodes []*corev1.Node) []*r
 		if err != nil {
 			t.Fatalf("create slice: %v", err)
 		}
-		t.Cleanup(func() { _ = e.Kube.ResourceV1().ResourceSlices().Delete(t.Context(), got.Name, metav1.DeleteOptions{}) })
+		t.Cleanup(func() {
+			_ = e.Kube.ResourceV1().ResourceSlices().Delete(context.Background(), got.Name, metav1.DeleteOptions{})
+		})
 		out = append(out, got)
 	}
 	return out
