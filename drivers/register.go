@@ -9,6 +9,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/draforge/draforge/drivers/claims"
+	"github.com/draforge/draforge/drivers/pools"
 	"github.com/draforge/draforge/engine"
 )
 
@@ -24,6 +25,9 @@ type Deps struct {
 // Set is the registered drivers, for callers that read their state (explain, serve).
 type Set struct {
 	Claims *claims.Driver
+	Pools  *pools.Driver
+	// Plugins are the drivers' background loops (the orphan slice sweeper), leader-only.
+	Plugins []engine.Plugin
 }
 
 // Register registers every driver's functions in reg.
@@ -32,5 +36,13 @@ func Register(reg *engine.Registry, d Deps) (*Set, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Set{Claims: c}, nil
+	p, err := pools.Register(reg, d.Informers, d.Kube, d.Dynamic)
+	if err != nil {
+		return nil, err
+	}
+	sweeper, err := p.Sweeper()
+	if err != nil {
+		return nil, err
+	}
+	return &Set{Claims: c, Pools: p, Plugins: []engine.Plugin{sweeper}}, nil
 }

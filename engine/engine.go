@@ -13,6 +13,7 @@ import (
 
 	"github.com/rs/zerolog"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
@@ -348,6 +349,8 @@ func (r *runner) sync(ctx context.Context, key string) (*attempt, error) {
 		return at, err
 	}
 	before := statusOf(obj)
+	var note string
+	ctx = context.WithValue(ctx, noteKey{}, &note)
 	if ev != "" {
 		at.event = ev
 		at.actions = r.transition(ev, at.from).Actions
@@ -361,10 +364,13 @@ func (r *runner) sync(ctx context.Context, key string) (*attempt, error) {
 		}
 		at.to = f.Current()
 	}
-	if r.m.Status.Conditions {
-		r.setConditions(obj, at.to, "")
+	if r.m.Status.Conditions && (ev != "" || !r.showsState(obj, at.to)) {
+		r.setConditions(obj, at.to, note)
 		if err := r.writeStatus(ctx, obj, before); err != nil {
-			return at, fmt.Errorf("write status: %w", err)
+			// An action that removed the last finalizer of a deleting object made it go away.
+			if !(apierrors.IsNotFound(err) && obj.GetDeletionTimestamp() != nil) {
+				return at, fmt.Errorf("write status: %w", err)
+			}
 		}
 	}
 	if ev != "" {

@@ -80,3 +80,13 @@ func (e *PendingError) Error() string { return "pending: " + e.Reason }
 func Pending(format string, args ...any) error {
 	return &PendingError{Reason: fmt.Sprintf(format, args...)}
 }
+
+type noteKey struct{}
+
+// Note lets an action explain its outcome: the message becomes the message of the conditions
+// the object shows after the transition (for example which spec fields are invalid).
+func Note(ctx context.Context, format string, args ...any) {
+	if p, ok := ctx.Value(noteKey{}).(*string); ok {
+		*p = fmt.Sprintf(format, args...)
+	}
+}

@@ -113,6 +113,17 @@ func (r *runner) setConditions(obj *unstructured.Unstructured, state, msg string
 	_ = unstructured.SetNestedField(obj.Object, gen, "status", "observedGeneration")
 }
 
+// showsState reports whether obj already carries state's conditions for its generation, so an
+// idle pass leaves messages written by an earlier transition alone.
+func (r *runner) showsState(obj *unstructured.Unstructured, state string) bool {
+	for _, c := range r.m.States[state].Conditions {
+		if !hasCondition(obj, machine.ConditionTest{Type: c.Type, Status: c.Status, Reason: c.Reason, Current: true}) {
+			return false
+		}
+	}
+	return true
+}
+
 func statusOf(obj *unstructured.Unstructured) map[string]any {
 	s, _, _ := unstructured.NestedMap(obj.Object, "status")
 	return s

@@ -22,7 +22,7 @@ var update = flag.Bool("update", false, "rewrite testdata/*.golden")
 // knownNames are the driver names the built-in machines use.
 var knownNames = Names{
 	Actions: []string{"deletePoolSlices", "removeFinalizer", "ensureFinalizer", "publishPoolSlices",
-		"recordPoolStatus", "allocateClaim"},
+		"recordPoolStatus", "describeInvalidSpec", "allocateClaim"},
 	Observations: []string{"poolSpecInvalid", "poolSlicesOutOfDate", "claimNeedsSimulatedAllocation"},
 	Mappers:      []string{"podClaims"},
 }
@@ -116,8 +116,8 @@ func TestDefault(t *testing.T) {
 	if c := pool.Derive[1].When.Condition; c == nil || c.Reason != "TerminalError" || !c.Current {
 		t.Errorf("pool derive[1] = %+v", pool.Derive[1])
 	}
-	if !pool.Events[3].When.Not || pool.Events[3].When.Observe != "poolSlicesOutOfDate" {
-		t.Errorf("pool settle event = %+v", pool.Events[3])
+	if !pool.Events[4].When.Not || pool.Events[4].When.Observe != "poolSlicesOutOfDate" {
+		t.Errorf("pool settle event = %+v", pool.Events[4])
 	}
 	b := pool.Backoff
 	if b.Base.String() != "100ms" || b.Cap.String() != "30s" || b.MaxRetries != 8 || !b.IsTerminal(NotFound) || b.IsTerminal(Conflict) {
@@ -156,7 +156,7 @@ func TestMutations(t *testing.T) {
 	}
 	for _, tc := range []struct{ name, old, new, want string }{
 		{"remove state", "\t\tinvalid: conditions: [", "\t\tgone: conditions: [",
-			`pool.cue:70:48: machine pool: transitions[2].from[2]: undeclared state "invalid"`},
+			`pool.cue:73:48: machine pool: transitions[3].from[2]: undeclared state "invalid"`},
 		{"exit from terminal state", `"recordPoolStatus"]},`,
 			`"recordPoolStatus"]}, {event: "drift", from: ["terminal-error"], to: "synced"},`,
 			`terminal state "terminal-error" cannot have outgoing transitions`},
@@ -164,7 +164,7 @@ func TestMutations(t *testing.T) {
 			`terminalState: state "terminal-error" must be marked terminal: true`},
 		{"unknown action", `"recordPoolStatus"`, `"recordPoolStats"`, `unknown action "recordPoolStats"`},
 		{"overlapping classes", "\tterminalState:", "\tbackoff: retry: [\"Conflict\", \"AlreadyExists\", \"Timeout\", \"TooManyRequests\", \"ServiceUnavailable\", \"InternalError\", \"Unknown\", \"NotFound\"]\n\tterminalState:",
-			`pool.cue:73:128: machine pool: backoff.retry[7]: error class NotFound is in both retry and terminal`},
+			`pool.cue:76:128: machine pool: backoff.retry[7]: error class NotFound is in both retry and terminal`},
 		{"typo", "namespaced: true", "namespaced: true\n\tworkres: 2", `workres: field not allowed`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

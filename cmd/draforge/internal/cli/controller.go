@@ -100,7 +100,8 @@ func runController(ctx context.Context, kf *kubeFlags, o *controllerOptions) err
 	informers := engine.NewInformers(dyn)
 	reg := engine.NewRegistry()
 	m0 := metrics.New()
-	if _, err := drivers.Register(reg, drivers.Deps{Kube: kube, Dynamic: dyn, Informers: informers, Metrics: m0.Registry, Log: log}); err != nil {
+	set, err := drivers.Register(reg, drivers.Deps{Kube: kube, Dynamic: dyn, Informers: informers, Metrics: m0.Registry, Log: log})
+	if err != nil {
 		return err
 	}
 	var machines []*machine.Machine
@@ -147,7 +148,8 @@ func runController(ctx context.Context, kf *kubeFlags, o *controllerOptions) err
 
 	log.Info().Int("machines", len(machines)).Bool("leaderElect", o.leader.Enabled).Str("runtimeAddress", o.runtimeAddr).Msg("controller starting")
 	done := make(chan error, 1)
-	go func() { done <- engine.RunPlugins(ctx, elector, server, informers.Plugin(), eng.Plugin()) }()
+	plugins := append([]engine.Plugin{server, informers.Plugin(), eng.Plugin()}, set.Plugins...)
+	go func() { done <- engine.RunPlugins(ctx, elector, plugins...) }()
 	select {
 	case err := <-done:
 		return err

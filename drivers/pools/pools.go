@@ -1,0 +1,331 @@
+// Package pools is the pool machine's driver: it turns SimulatedDevicePools into one valid DRA
+// pool per (pool, node), owns the cleanup finalizer, and sweeps orphaned slices.
+package pools
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/draforge/draforge/drivers/claims"
+	"github.com/draforge/draforge/drivers/simdevice"
+	"github.com/draforge/draforge/engine"
+)
+
+// Finalizer keeps a pool until every slice it published is deleted.
+const Finalizer = "draforge.oaslananka/resourceslice-cleanup"
+
+const (
+	byUID   = "sdp-uid"   // slices by owner UID label; pools by metadata.uid
+	byOwner = "sdp-owner" // slices by owner namespace/name labels
+	byKey   = "pool-key"  // pools by simdevice.PoolKey
+)
+
+// Driver publishes pools.
+type Driver struct {
+	kube   kubernetes.Interface
+	dyn    dynamic.Interface
+	pools  cache.SharedIndexInformer
+	slices cache.SharedIndexInformer
+	nodes  cache.SharedIndexInformer
+}
+
+// Register adds the driver's indexes to the informers and its functions to reg.
+func Register(reg *engine.Registry, inf *engine.Informers, kube kubernetes.Interface, dyn dynamic.Interface) (*Driver, error) {
+	d := &Driver{kube: kube, dyn: dyn, pools: inf.For(simdevice.GVR), slices: inf.For(claims.SlicesGVR), nodes: inf.For(claims.NodesGVR)}
+	if err := d.slices.AddIndexers(cache.Indexers{
+		byUID: labelIndex(func(l map[string]string) string { return l[simdevice.LabelSDPUID] }),
+		byOwner: labelIndex(func(l map[string]string) string {
+			if l[simdevice.LabelSDPName] == "" {
+				return ""
+			}
+			return l[simdevice.LabelSDPNamespace] + "/" + l[simdevice.LabelSDPName]
+		}),
+	}); err != nil {
+		return nil, err
+	}
+	if err := d.pools.AddIndexers(cache.Indexers{
+		byUID: func(obj any) ([]string, error) { return []string{string(obj.(*unstructured.Unstructured).GetUID())}, nil },
+		byKey: func(obj any) ([]string, error) {
+			p, err := simdevice.FromUnstructured(obj.(*unstructured.Unstructured))
+			if err != nil {
+				return nil, nil
+			}
+			return []string{simdevice.PoolKey(p)}, nil
+		},
+	}); err != nil {
+		return nil, err
+	}
+	reg.Observation("poolSpecInvalid", d.specInvalid)
+	reg.Observation("poolSlicesOutOfDate", d.outOfDate)
+	reg.Action("ensureFinalizer", d.ensureFinalizer)
+	reg.Action("removeFinalizer", d.removeFinalizer)
+	reg.Action("deletePoolSlices", d.deleteSlices)
+	reg.Action("publishPoolSlices", d.publish)
+	reg.Action("recordPoolStatus", d.recordStatus)
+	reg.Action("describeInvalidSpec", d.describeInvalid)
+	return d, nil
+}
+
+func labelIndex(value func(map[string]string) string) cache.IndexFunc {
+	return func(obj any) ([]string, error) {
+		u, ok := obj.(*unstructured.Unstructured)
+		if !ok {
+			return nil, nil
+		}
+		if v := value(u.GetLabels()); v != "" {
+			return []string{v}, nil
+		}
+		return nil, nil
+	}
+}
+
+// problems returns why a pool cannot be published: decode and validation errors, and a DRA
+// pool name shared with an older pool in the same namespace.
+func (d *Driver) problems(obj *unstructured.Unstructured) (*simdevice.Pool, []string) {
+	pool, err := simdevice.FromUnstructured(obj)
+	if err != nil {
+		return nil, []string{err.Error()}
+	}
+	var out []string
+	for _, e := range pool.Validate() {
+		out = append(out, e.Error())
+	}
+	others, _ := d.pools.GetIndexer().ByIndex(byKey, simdevice.PoolKey(pool))
+	for _, o := range others {
+		u := o.(*unstructured.Unstructured)
+		if u.GetUID() != obj.GetUID() && u.GetDeletionTimestamp() == nil && olderThan(u, obj) {
+			out = append(out, fmt.Sprintf("spec.poolName: %q with driver %s is already published by SimulatedDevicePool %s", pool.Spec.PoolName, pool.Spec.DriverName, u.GetName()))
+		}
+	}
+	return pool, out
+}
+
+func olderThan(a, b *unstructured.Unstructured) bool {
+	ta, tb := a.GetCreationTimestamp(), b.GetCreationTimestamp()
+	if !ta.Equal(&tb) {
+		return ta.Before(&tb)
+	}
+	return a.GetName() < b.GetName()
+}
+
+func (d *Driver) specInvalid(_ context.Context, obj *unstructured.Unstructured) (bool, error) {
+	_, probs := d.problems(obj)
+	return len(probs) > 0, nil
+}
+
+func (d *Driver) describeInvalid(ctx context.Context, obj *unstructured.Unstructured) error {
+	_, probs := d.problems(obj)
+	engine.Note(ctx, "%s", strings.Join(probs, "; "))
+	return nil
+}
+
+// plan computes the pool's publication plan from the caches.
+func (d *Driver) plan(obj *unstructured.Unstructured) (Plan, error) {
+	pool, err := simdevice.FromUnstructured(obj)
+	if err != nil {
+		return Plan{}, err
+	}
+	desired, err := simdevice.DesiredSlices(pool, d.nodeList())
+	if err != nil {
+		return Plan{}, err
+	}
+	byName := func(name string) *resourcev1.ResourceSlice {
+		o, ok, _ := d.slices.GetStore().GetByKey(name)
+		if !ok {
+			return nil
+		}
+		s, _ := engine.Typed[resourcev1.ResourceSlice](o)
+		return s
+	}
+	alive := func(uid string) bool {
+		objs, _ := d.pools.GetIndexer().ByIndex(byUID, uid)
+		return len(objs) > 0
+	}
+	return MakePlan(desired, d.owned(obj), byName, alive), nil
+}
+
+// owned returns the slices carrying the pool's UID plus legacy slices of the earlier project
+// (deterministic name, sdp-name label, no UID label), which are adopted and then replaced.
+func (d *Driver) owned(obj *unstructured.Unstructured) []*resourcev1.ResourceSlice {
+	var out []*resourcev1.ResourceSlice
+	objs, _ := d.slices.GetIndexer().ByIndex(byUID, string(obj.GetUID()))
+	legacy, _ := d.slices.GetIndexer().ByIndex(byOwner, obj.GetNamespace()+"/"+obj.GetName())
+	legacyNoNS, _ := d.slices.GetIndexer().ByIndex(byOwner, "/"+obj.GetName())
+	for _, o := range append(legacy, legacyNoNS...) {
+		if s, ok := engine.Typed[resourcev1.ResourceSlice](o); ok && s.Labels[simdevice.LabelSDPUID] == "" &&
+			s.Spec.NodeName != nil && s.Name == legacyName(obj.GetName(), *s.Spec.NodeName, obj.GetNamespace()) {
+			out = append(out, s)
+		}
+	}
+	for _, o := range objs {
+		if s, ok := engine.Typed[resourcev1.ResourceSlice](o); ok {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func (d *Driver) nodeList() []*corev1.Node {
+	var nodes []*corev1.Node
+	for _, o := range d.nodes.GetStore().List() {
+		if n, ok := engine.Typed[corev1.Node](o); ok {
+			nodes = append(nodes, n)
+		}
+	}
+	return nodes
+}
+
+func (d *Driver) outOfDate(_ context.Context, obj *unstructured.Unstructured) (bool, error) {
+	if _, probs := d.problems(obj); len(probs) > 0 {
+		return false, nil // invalid, not out of date: the invalid events handle it
+	}
+	plan, err := d.plan(obj)
+	if err != nil {
+		return false, err
+	}
+	return !plan.Empty() || !sameNodes(obj, plan.Nodes), nil
+}
+
+// publish writes the plan: creates and updates first, so the pool never loses devices it
+// keeps, then deletes. AlreadyExists, Conflict and the rest go to the machine's backoff table.
+func (d *Driver) publish(ctx context.Context, obj *unstructured.Unstructured) error {
+	plan, err := d.plan(obj)
+	if err != nil {
+		return err
+	}
+	api := d.kube.ResourceV1().ResourceSlices()
+	for _, name := range plan.Delete {
+		if err := api.Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+	}
+	for _, s := range plan.Create {
+		if _, err := api.Create(ctx, s, metav1.CreateOptions{}); err != nil {
+			return err
+		}
+	}
+	for _, s := range plan.Update {
+		if _, err := api.Update(ctx, s, metav1.UpdateOptions{}); err != nil {
+			return err
+		}
+	}
+	if len(plan.Blocked) > 0 {
+		return apierrors.NewAlreadyExists(resourcev1.Resource("resourceslices"), plan.Blocked[0])
+	}
+	setNodes(obj, plan.Nodes)
+	return nil
+}
+
+func (d *Driver) recordStatus(_ context.Context, obj *unstructured.Unstructured) error {
+	plan, err := d.plan(obj)
+	if err != nil {
+		return err
+	}
+	setNodes(obj, plan.Nodes)
+	return nil
+}
+
+func setNodes(obj *unstructured.Unstructured, nodes []simdevice.NodeStatus) {
+	var list []any
+	for _, n := range nodes {
+		m, _ := runtime.DefaultUnstructuredConverter.ToUnstructured(&n)
+		list = append(list, m)
+	}
+	if len(list) == 0 {
+		unstructured.RemoveNestedField(obj.Object, "status", "nodes")
+	} else {
+		_ = unstructured.SetNestedSlice(obj.Object, list, "status", "nodes")
+	}
+	_ = unstructured.SetNestedField(obj.Object, int64(len(nodes)), "status", "nodeCount")
+}
+
+func sameNodes(obj *unstructured.Unstructured, nodes []simdevice.NodeStatus) bool {
+	probe := obj.DeepCopy()
+	setNodes(probe, nodes)
+	a, _, _ := unstructured.NestedFieldNoCopy(obj.Object, "status", "nodes")
+	b, _, _ := unstructured.NestedFieldNoCopy(probe.Object, "status", "nodes")
+	ja, _ := json.Marshal(a)
+	jb, _ := json.Marshal(b)
+	return string(ja) == string(jb)
+}
+
+func (d *Driver) ensureFinalizer(ctx context.Context, obj *unstructured.Unstructured) error {
+	if slices.Contains(obj.GetFinalizers(), Finalizer) {
+		return nil
+	}
+	return d.patchFinalizers(ctx, obj, append(obj.GetFinalizers(), Finalizer))
+}
+
+// removeFinalizer releases the pool only when a live list shows no slice left with its UID:
+// the cache may lag behind a slice created just before deletion.
+func (d *Driver) removeFinalizer(ctx context.Context, obj *unstructured.Unstructured) error {
+	if !slices.Contains(obj.GetFinalizers(), Finalizer) {
+		return nil
+	}
+	left, err := d.kube.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{LabelSelector: simdevice.LabelSDPUID + "=" + string(obj.GetUID())})
+	if err != nil {
+		return err
+	}
+	if n := len(left.Items); n > 0 {
+		return fmt.Errorf("%d ResourceSlices of the pool still exist", n)
+	}
+	return d.patchFinalizers(ctx, obj, slices.DeleteFunc(slices.Clone(obj.GetFinalizers()), func(f string) bool { return f == Finalizer }))
+}
+
+// patchFinalizers writes the finalizer list with the cached resourceVersion, so a concurrent
+// change is a Conflict to retry rather than a lost finalizer of someone else.
+func (d *Driver) patchFinalizers(ctx context.Context, obj *unstructured.Unstructured, finalizers []string) error {
+	if finalizers == nil {
+		finalizers = []string{}
+	}
+	body, err := json.Marshal(map[string]any{"metadata": map[string]any{"finalizers": finalizers, "resourceVersion": obj.GetResourceVersion()}})
+	if err != nil {
+		return err
+	}
+	out, err := d.dyn.Resource(simdevice.GVR).Namespace(obj.GetNamespace()).Patch(ctx, obj.GetName(), types.MergePatchType, body, metav1.PatchOptions{})
+	if err != nil {
+		return err
+	}
+	obj.SetFinalizers(out.GetFinalizers())
+	obj.SetResourceVersion(out.GetResourceVersion())
+	return nil
+}
+
+// deleteSlices deletes every slice of the pool found by a live list (UID label) and the
+// legacy slices from the cache; NotFound is success.
+func (d *Driver) deleteSlices(ctx context.Context, obj *unstructured.Unstructured) error {
+	api := d.kube.ResourceV1().ResourceSlices()
+	live, err := api.List(ctx, metav1.ListOptions{LabelSelector: simdevice.LabelSDPUID + "=" + string(obj.GetUID())})
+	if err != nil {
+		return err
+	}
+	names := map[string]bool{}
+	for _, s := range live.Items {
+		names[s.Name] = true
+	}
+	for _, s := range d.owned(obj) {
+		names[s.Name] = true
+	}
+	for name := range names {
+		if err := api.Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+	}
+	unstructured.RemoveNestedField(obj.Object, "status", "nodes")
+	_ = unstructured.SetNestedField(obj.Object, int64(0), "status", "nodeCount")
+	return nil
+}
