@@ -44,7 +44,9 @@ func (l *backoffLimiter[T]) NumRequeues(item T) int {
 // backoffDelay is base·2^n, capped, without overflowing for large n.
 func backoffDelay(base, limit time.Duration, n int) time.Duration {
 	d := float64(base) * math.Pow(2, float64(n))
-	if d > float64(limit) || math.IsInf(d, 0) {
+	// >=: float64(limit) may round up past the largest Duration, and converting a float64
+	// that does not fit in an int64 back to a Duration wraps to a negative delay.
+	if d >= float64(limit) || math.IsInf(d, 0) || math.IsNaN(d) {
 		return limit
 	}
 	return time.Duration(d)

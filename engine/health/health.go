@@ -64,7 +64,8 @@ func (r *Readiness) Check(ctx context.Context) Result {
 	_, err := r.Kube.CoreV1().Namespaces().List(ctx, metav1.ListOptions{Limit: 1})
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if err == nil {
+	// Concurrent checks may finish out of order: lastSuccess only moves forward.
+	if err == nil && now.After(r.lastSuccess) {
 		r.lastSuccess = now
 	}
 	if !r.lastSuccess.IsZero() {
@@ -81,7 +82,9 @@ func (r *Readiness) Check(ctx context.Context) Result {
 		if errors.Is(err, context.Canceled) {
 			res.Reason = ReasonCanceled
 		}
-		if !r.lastSuccess.IsZero() && now.Sub(r.lastSuccess) <= r.Grace {
+		// Grace 0 means no grace at all, even when the clock has not moved since the last
+		// success (coarse or injected clocks).
+		if r.Grace > 0 && !r.lastSuccess.IsZero() && now.Sub(r.lastSuccess) <= r.Grace {
 			res.Status, res.Ready, res.Degraded = StatusDegraded, true, true
 		} else {
 			res.Status = StatusNotReady

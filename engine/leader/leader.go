@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -97,7 +98,15 @@ func (e *Elector) Run(ctx context.Context, onLead func(ctx context.Context) erro
 		Client:     e.kube.CoordinationV1(),
 		LockConfig: resourcelock.ResourceLockConfig{Identity: e.cfg.Identity},
 	}
-	leadErr := make(chan error, 1)
+	// client-go starts OnStartedLeading in a goroutine it does not wait for: track it, so Run
+	// returns only after onLead has drained (the caller bounds that with its shutdown timeout),
+	// and a callback that starts after le.Run returned does not run onLead at all.
+	var (
+		mu       sync.Mutex
+		finished bool
+		leading  sync.WaitGroup
+		leadErr  error
+	)
 	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock:            lock,
 		LeaseDuration:   e.cfg.LeaseDuration,
@@ -108,8 +117,16 @@ func (e *Elector) Run(ctx context.Context, onLead func(ctx context.Context) erro
 		WatchDog:        e.watchdog,
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: func(ctx context.Context) {
+				mu.Lock()
+				if finished {
+					mu.Unlock()
+					return
+				}
+				leading.Add(1)
+				mu.Unlock()
+				defer leading.Done()
 				e.gauge.Set(1)
-				leadErr <- onLead(ctx)
+				leadErr = onLead(ctx)
 			},
 			OnStoppedLeading: func() { e.gauge.Set(0) },
 		},
@@ -117,17 +134,21 @@ func (e *Elector) Run(ctx context.Context, onLead func(ctx context.Context) erro
 	if err != nil {
 		return err
 	}
+	// Only leaderelection.RunOrDie wires the watchdog itself; without this the /healthz
+	// lease-renewal check never looks at anything.
+	e.watchdog.SetLeaderElection(le)
 	e.gauge.Set(0)
 	le.Run(ctx)
+	mu.Lock()
+	finished = true
+	mu.Unlock()
+	leading.Wait()
+	e.gauge.Set(0)
 	if ctx.Err() != nil {
 		return nil
 	}
-	select {
-	case err := <-leadErr:
-		if err != nil {
-			return err
-		}
-	default:
+	if leadErr != nil {
+		return leadErr
 	}
 	return ErrLost
 }

@@ -16,7 +16,9 @@ import (
 var kubeconfigPath string
 
 func TestMain(m *testing.M) {
-	os.Exit(run(m))
+	code := run(m)
+	removeBinary()
+	os.Exit(code)
 }
 
 func run(m *testing.M) int {
