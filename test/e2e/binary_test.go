@@ -30,7 +30,7 @@ func draforgeBinary(t *testing.T) string {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
 		cmd := exec.CommandContext(ctx, "go", "build", "-o", buildPath, "./cmd/draforge")
-		cmd.Dir = repoRoot
+		cmd.Dir = repoRoot()
 		if out, err := cmd.CombinedOutput(); err != nil {
 			buildErr = &buildError{err: err, out: string(out)}
 		}

@@ -58,12 +58,12 @@ func mustCLI(t *testing.T, args ...string) string {
 }
 
 // installCRD applies the SDP CRD and the simulated nodes (see env.installCRDs).
-func installCRD(t *testing.T, e *env) { e.installCRDs(t) }
+func installCRD(t *testing.T, e *env) { e.setup(t) }
 
 // createNodes returns node-a/b/c (cluster-scoped, from examples/nodes.yaml, shared by tests).
 func createNodes(t *testing.T, e *env) []*corev1.Node {
 	t.Helper()
-	e.installCRDs(t)
+	e.setup(t)
 	var out []*corev1.Node
 	for _, name := range []string{"node-a", "node-b", "node-c"} {
 		n, err := e.Kube.CoreV1().Nodes().Get(t.Context(), name, metav1.GetOptions{})

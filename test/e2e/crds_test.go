@@ -17,14 +17,11 @@ import (
 
 var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 
-// repoRoot is the module root, seen from this package's directory.
-const repoRoot = "../.."
-
 // installCRDs server-side applies every CRD in deploy/crds and waits until each is
 // Established. It is idempotent, so every test that needs the CRDs calls it.
 func installCRDs(t *testing.T, e *env) {
 	t.Helper()
-	files, err := filepath.Glob(filepath.Join(repoRoot, "deploy", "crds", "*.yaml"))
+	files, err := filepath.Glob(filepath.Join(repoRoot(), "deploy", "crds", "*.yaml"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no CRDs under deploy/crds: %v", err)
 	}

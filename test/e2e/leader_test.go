@@ -1,17 +1,11 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
-	"os"
 	"os/exec"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -30,95 +24,13 @@ const (
 	leaseName       = "draforge-controller"
 )
 
-type controllerProc struct {
-	id, addr, logPath string
-	cmd               *exec.Cmd
-	exited            chan struct{}
-	waitErr           error
-}
-
-// startController runs `draforge controller` with leader election in ns.
-func startController(t *testing.T, bin, ns, id string, extra ...string) *controllerProc {
+// startCandidate runs `draforge controller` with leader election on a Lease in ns.
+func startCandidate(t *testing.T, ns, id string) *controller {
 	t.Helper()
-	p := &controllerProc{id: id, addr: freeAddr(t), logPath: filepath.Join(t.TempDir(), id+".log"), exited: make(chan struct{})}
-	logf, err := os.Create(p.logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	args := append([]string{"controller", "--kubeconfig", kubeconfigPath, "--leader-elect",
+	return startController(t, "--leader-elect",
 		"--leader-election-lease-namespace", ns, "--leader-election-identity", id,
 		"--leader-election-lease-duration", leaseDuration.String(), "--leader-election-renew-deadline", renewDeadline.String(),
-		"--leader-election-retry-period", retryPeriod.String(), "--shutdown-timeout", shutdownTimeout.String(),
-		"--runtime-address", p.addr}, extra...)
-	p.cmd = exec.Command(bin, args...)
-	p.cmd.Stdout, p.cmd.Stderr = logf, logf
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		p.waitErr = p.cmd.Wait()
-		logf.Close()
-		close(p.exited)
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-p.exited:
-		default:
-			_ = p.cmd.Process.Kill()
-			<-p.exited
-		}
-		if t.Failed() {
-			out, _ := os.ReadFile(p.logPath)
-			t.Logf("controller %s log:\n%s", id, tail(string(out), 40))
-		}
-	})
-	return p
-}
-
-func tail(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
-
-func (p *controllerProc) running() bool {
-	select {
-	case <-p.exited:
-		return false
-	default:
-		return true
-	}
-}
-
-var probeClient = &http.Client{Timeout: 2 * time.Second}
-
-// leaderGauge scrapes draforge_controller_leader from the process's /metrics.
-func (p *controllerProc) leaderGauge() (float64, error) {
-	resp, err := probeClient.Get("http://" + p.addr + "/metrics")
-	if err != nil {
-		return -1, err
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "draforge_controller_leader "); ok {
-			return strconv.ParseFloat(strings.TrimSpace(v), 64)
-		}
-	}
-	return -1, errors.New("no draforge_controller_leader series")
-}
-
-func (p *controllerProc) get(path string) (int, []byte, error) {
-	resp, err := probeClient.Get("http://" + p.addr + path)
-	if err != nil {
-		return 0, nil, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, body, err
+		"--leader-election-retry-period", retryPeriod.String(), "--shutdown-timeout", shutdownTimeout.String())
 }
 
 func holder(t *testing.T, e *env) string {
@@ -153,9 +65,9 @@ func TestLeaderElectionTwoProcesses(t *testing.T) {
 		}
 	})
 
-	procs := map[string]*controllerProc{
-		"a": startController(t, bin, e.Namespace, "a"),
-		"b": startController(t, bin, e.Namespace, "b"),
+	procs := map[string]*controller{
+		"a": startCandidate(t, e.Namespace, "a"),
+		"b": startCandidate(t, e.Namespace, "b"),
 	}
 	other := func(id string) string {
 		if id == "a" {
@@ -168,11 +80,7 @@ func TestLeaderElectionTwoProcesses(t *testing.T) {
 		out := map[string]float64{}
 		for id, p := range procs {
 			if p.running() {
-				v, err := p.leaderGauge()
-				if err != nil {
-					v = -1
-				}
-				out[id] = v
+				out[id] = p.gauge("draforge_controller_leader")
 			}
 		}
 		return out
@@ -182,7 +90,7 @@ func TestLeaderElectionTwoProcesses(t *testing.T) {
 	eventually(t, 60*time.Second, func() (bool, string) {
 		for id, p := range procs {
 			if !p.running() {
-				t.Fatalf("controller %s exited: %v", id, p.waitErr)
+				t.Fatalf("controller %s exited: %v", id, p.exitErr)
 			}
 		}
 		leader = holder(t, e)
@@ -198,23 +106,19 @@ func TestLeaderElectionTwoProcesses(t *testing.T) {
 	t.Run("probes", func(t *testing.T) {
 		for id, p := range procs {
 			eventually(t, 30*time.Second, func() (bool, string) {
-				code, body, err := p.get("/readyz")
-				if err != nil {
-					return false, err.Error()
-				}
+				code, body := p.get("/readyz")
 				var res struct {
 					Status string `json:"status"`
 					Ready  bool   `json:"ready"`
 					Reason string `json:"reason"`
 				}
-				if err := json.Unmarshal(body, &res); err != nil {
+				if err := json.Unmarshal([]byte(body), &res); err != nil {
 					return false, fmt.Sprintf("%s /readyz not JSON: %s", id, body)
 				}
 				return code == 200 && res.Status == "ready" && res.Ready && res.Reason == "ok", fmt.Sprintf("%s /readyz %d %s", id, code, body)
 			})
-			code, body, err := p.get("/healthz")
-			if err != nil || code != 200 || strings.TrimSpace(string(body)) != `{"status":"ok"}` {
-				t.Errorf("%s /healthz = %d %s %v", id, code, body, err)
+			if code, body := p.get("/healthz"); code != 200 || strings.TrimSpace(body) != `{"status":"ok"}` {
+				t.Errorf("%s /healthz = %d %s", id, code, body)
 			}
 		}
 	})
@@ -239,7 +143,7 @@ func TestLeaderElectionTwoProcesses(t *testing.T) {
 			break
 		}
 		if !procs[standby].running() {
-			t.Fatalf("standby %s exited: %v", standby, procs[standby].waitErr)
+			t.Fatalf("standby %s exited: %v", standby, procs[standby].exitErr)
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("standby never took over: holder %q gauges %v", holder(t, e), gauges())
@@ -273,8 +177,8 @@ func TestLeaderElectionTwoProcesses(t *testing.T) {
 		took := time.Since(start)
 		h := holder(t, e)
 		t.Logf("SIGTERM → exit in %s; holder right after exit: %q", took.Round(time.Millisecond), h)
-		if p.waitErr != nil {
-			t.Errorf("exit after SIGTERM: %v, want status 0", p.waitErr)
+		if p.exitErr != nil {
+			t.Errorf("exit after SIGTERM: %v, want status 0", p.exitErr)
 		}
 		if took > shutdownTimeout+500*time.Millisecond {
 			t.Errorf("exit took %s, more than --shutdown-timeout %s", took, shutdownTimeout)

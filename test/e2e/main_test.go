@@ -32,7 +32,10 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		return 1
 	}
-	c, err := cluster.Start(context.Background(), cluster.Options{Dir: dir, Log: os.Stderr})
+	// kube-controller-manager runs the namespace and garbage collectors, so deleted test
+	// namespaces really go away as they would on a real cluster.
+	c, err := cluster.Start(context.Background(), cluster.Options{Dir: dir, Log: os.Stderr,
+		Extra: []cluster.Component{cluster.ControllerManager}})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: start local control plane:", err)
 		return 1

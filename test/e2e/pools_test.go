@@ -48,7 +48,7 @@ func (e *env) poolSlices(t *testing.T, ns, name string) map[string]string {
 // unpublished, and deletion removes every slice before the finalizer lets the pool go.
 func TestPoolLifecycle(t *testing.T) {
 	e := newEnv(t)
-	e.installCRDs(t)
+	e.setup(t)
 	ctrl := startController(t)
 	ctx := t.Context()
 	api := e.Dynamic.Resource(simdevice.GVR).Namespace(e.Namespace)
@@ -134,7 +134,7 @@ func TestPoolLifecycle(t *testing.T) {
 // write requests (client-side attribution through rest_client_requests_total).
 func TestRestartMakesNoWrites(t *testing.T) {
 	e := newEnv(t)
-	e.installCRDs(t)
+	e.setup(t)
 	first := startController(t)
 	docs := e.applyFiles(t, e.Namespace, "testdata/restart.yaml")
 	e.waitPoolReady(t, e.Namespace, "restart")

@@ -6,11 +6,9 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -26,34 +24,6 @@ import (
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/restmapper"
 )
-
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
-
-// draforgeBinary builds cmd/draforge once per test binary (with -race, like the tests).
-func draforgeBinary(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "draforge-bin-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "draforge")
-		cmd := exec.Command("go", "build", "-race", "-o", binPath, "../../cmd/draforge")
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binPath
-}
 
 // applyFiles creates or updates every document of the files with server-side apply (field
 // manager "e2e"), in file order. Namespaced objects without a namespace go to ns.
@@ -107,26 +77,24 @@ func (e *env) apply(t *testing.T, ns string, u *unstructured.Unstructured) *unst
 		}
 		api = ri.Namespace(u.GetNamespace())
 	}
-	got, err := api.Apply(t.Context(), u.GetName(), u, metav1.ApplyOptions{FieldManager: "e2e", Force: true})
-	if err != nil {
-		t.Fatalf("apply %s %s: %v", gvk.Kind, u.GetName(), err)
-	}
+	var got *unstructured.Unstructured
+	// A namespace an earlier test deleted may still be terminating: wait for it to go.
+	eventually(t, 60*time.Second, func() (bool, string) {
+		var err error
+		got, err = api.Apply(t.Context(), u.GetName(), u, metav1.ApplyOptions{FieldManager: "e2e", Force: true})
+		if err != nil && !strings.Contains(err.Error(), "because it is being terminated") {
+			t.Fatalf("apply %s %s: %v", gvk.Kind, u.GetName(), err)
+		}
+		return err == nil, fmt.Sprint(err)
+	})
 	return got
 }
 
-var crdOnce sync.Once
-
-// installCRDs applies deploy/crds and the simulated nodes once per package and waits until
-// the CRD is served.
-func (e *env) installCRDs(t *testing.T) {
+// setup installs the CRDs and the simulated nodes of examples/nodes.yaml (both idempotent).
+func (e *env) setup(t *testing.T) {
 	t.Helper()
-	crdOnce.Do(func() {
-		e.applyFiles(t, "", "../../deploy/crds/simulateddevicepool-crd.yaml", "../../examples/nodes.yaml")
-	})
-	eventually(t, 30*time.Second, func() (bool, string) {
-		_, err := e.Kube.Discovery().ServerResourcesForGroupVersion("draforge.oaslananka/v1alpha1")
-		return err == nil, fmt.Sprint(err)
-	})
+	installCRDs(t, e)
+	e.applyFiles(t, "", "../../examples/nodes.yaml")
 }
 
 // controller is a running `draforge controller` process.
@@ -187,6 +155,24 @@ func (c *controller) signal(s syscall.Signal) {
 	}
 }
 
+func (c *controller) running() bool {
+	select {
+	case <-c.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+// gauge reads one unlabelled series; -1 when the endpoint or series is missing.
+func (c *controller) gauge(name string) float64 {
+	code, body := c.get("/metrics")
+	if code != http.StatusOK || !strings.Contains(body, "\n"+name+" ") {
+		return -1
+	}
+	return sumMetric(body, name)
+}
+
 // Log returns the process output so far.
 func (c *controller) Log() string {
 	c.logMu.Lock()
@@ -245,16 +231,6 @@ func (c *controller) writes(t *testing.T) float64 {
 		n += c.metric(t, "rest_client_requests_total", `method="`+m+`"`)
 	}
 	return n
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 func ignoreNotFound(err error) error {

@@ -26,7 +26,7 @@ var outcomeLine = regexp.MustCompile(`(?m)^# outcome: (\S+) (allocated|pending)(
 // file order, as the outcomes assume.
 func TestScenarios(t *testing.T) {
 	e := newEnv(t)
-	e.installCRDs(t)
+	e.setup(t)
 	ctrl := startController(t)
 	files, _ := filepath.Glob("../../examples/scenarios/*.yaml")
 	if len(files) < 7 {
