@@ -136,7 +136,7 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 				"--service-account-private-key-file="+certs.SAKey, "--root-ca-file="+certs.CACert,
 				"--use-service-account-credentials=false",
 				// No kubelets run here: keep simulated nodes from being tainted unreachable.
-				"--controllers=*,-nodelifecycle,-nodeipam,-cloud-node-lifecycle,-service-lb-controller,-route")})
+				"--controllers=*,-node-lifecycle-controller,-node-ipam-controller")})
 		case Scheduler:
 			c.Procs = append(c.Procs, &Proc{Name: x, Bin: bins[x], Args: common})
 		}
@@ -156,6 +156,16 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 				c.Stop()
 				return nil, fmt.Errorf("%w; last lines of its log:\n%s", err, tail)
 			}
+		}
+	}
+	// A component that exits right after starting (a bad flag, a port in use) would otherwise
+	// go unnoticed until some test misbehaves.
+	time.Sleep(time.Second)
+	for _, p := range c.Procs {
+		if syscall.Kill(p.Pid, 0) != nil {
+			tail := logTail(p.Log, 30)
+			c.Stop()
+			return nil, fmt.Errorf("%s exited right after starting; last lines of its log:\n%s", p.Name, tail)
 		}
 	}
 	return c, nil
