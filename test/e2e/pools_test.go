@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -8,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -157,4 +159,59 @@ func TestRestartMakesNoWrites(t *testing.T) {
 		t.Errorf("restart with nothing changed made %v writes", w)
 	}
 	e.deleteDocs(t, docs) // while a controller runs to release the finalizer
+}
+
+// TestLegacyAdoptionAndOrphans: a slice of the earlier project (deterministic legacy name, only
+// the sdp-name label) is adopted by its pool and replaced by a valid per-node pool; a slice
+// labelled with the UID of a pool that no longer exists is swept; a slice of another live pool
+// is never touched.
+func TestLegacyAdoptionAndOrphans(t *testing.T) {
+	e := newEnv(t)
+	e.setup(t)
+	startController(t)
+	ctx := t.Context()
+	slices := e.Kube.ResourceV1().ResourceSlices()
+	mk := func(name string, labels map[string]string, node string) {
+		t.Helper()
+		s := &resourcev1.ResourceSlice{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+			Spec: resourcev1.ResourceSliceSpec{Driver: "sim.draforge.oaslananka", NodeName: &node,
+				Pool:    resourcev1.ResourcePool{Name: "legacy-" + name, Generation: 1, ResourceSliceCount: 1},
+				Devices: []resourcev1.Device{{Name: "dev-0"}}},
+		}
+		if _, err := slices.Create(ctx, s, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = slices.Delete(context.Background(), name, metav1.DeleteOptions{}) })
+	}
+	legacy := strings.ReplaceAll("sim-slice-old-node-a-"+e.Namespace, ".", "-")
+	mk(legacy, map[string]string{simdevice.LabelSDPName: "old"}, "node-a")
+	mk("orphan-"+e.Namespace, map[string]string{simdevice.LabelSDPName: "gone", simdevice.LabelSDPNamespace: e.Namespace,
+		simdevice.LabelSDPUID: "00000000-0000-0000-0000-000000000000"}, "node-a")
+	mk("bystander-"+e.Namespace, map[string]string{"app": "someone-else"}, "node-a")
+
+	api := e.Dynamic.Resource(simdevice.GVR).Namespace(e.Namespace)
+	if _, err := api.Create(ctx, newPool(e.Namespace, "old", map[string]any{
+		"deviceType": "gpu", "deviceCount": int64(1), "targetNodes": []any{"node-a"},
+	}), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitPoolReady(t, e.Namespace, "old")
+	exists := func(name string) bool {
+		_, err := slices.Get(ctx, name, metav1.GetOptions{})
+		return err == nil
+	}
+	eventually(t, 30*time.Second, func() (bool, string) {
+		got := e.poolSlices(t, e.Namespace, "old")
+		return !exists(legacy) && !exists("orphan-"+e.Namespace) && len(got) == 1 &&
+			strings.HasPrefix(got["node-a"], "pool="+e.Namespace+"/old/node-a gen=1"),
+			fmt.Sprintf("legacy %v orphan %v slices %v", exists(legacy), exists("orphan-"+e.Namespace), got)
+	})
+	if !exists("bystander-" + e.Namespace) {
+		t.Error("a slice not owned by any pool was deleted")
+	}
+	if err := api.Delete(ctx, "old", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitPoolGone(ctx, t, e.Namespace, "old")
 }
