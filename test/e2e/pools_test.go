@@ -204,7 +204,7 @@ func TestLegacyAdoptionAndOrphans(t *testing.T) {
 	eventually(t, 30*time.Second, func() (bool, string) {
 		got := e.poolSlices(t, e.Namespace, "old")
 		return !exists(legacy) && !exists("orphan-"+e.Namespace) && len(got) == 1 &&
-			strings.HasPrefix(got["node-a"], "pool="+e.Namespace+"/old/node-a gen=1"),
+				strings.HasPrefix(got["node-a"], "pool="+e.Namespace+"/old/node-a gen=1"),
 			fmt.Sprintf("legacy %v orphan %v slices %v", exists(legacy), exists("orphan-"+e.Namespace), got)
 	})
 	if !exists("bystander-" + e.Namespace) {
