@@ -166,7 +166,11 @@ func newRunner(e *Engine, m *machine.Machine) (*runner, error) {
 				}
 			}
 		}
-		if _, err := e.o.Informers.For(t.Resource).AddEventHandler(cache.ResourceEventHandlerFuncs{
+		inf := e.o.Informers.For(t.Resource)
+		if t.Name != "" {
+			inf = e.o.Informers.ForName(t.Resource, t.Name)
+		}
+		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc:    handler,
 			UpdateFunc: func(_, cur any) { handler(cur) },
 			DeleteFunc: handler,

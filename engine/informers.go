@@ -3,10 +3,13 @@ package engine
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
@@ -17,17 +20,46 @@ import (
 // Informers is the one set of dynamic shared informers the engine and the drivers read from.
 // Every informer strips managedFields before caching, which is most of an object's size.
 type Informers struct {
+	client  dynamic.Interface
 	factory dynamicinformer.DynamicSharedInformerFactory
 	mu      sync.Mutex
 	byGVR   map[schema.GroupVersionResource]cache.SharedIndexInformer
+	// named are informers over one object each (metadata.name field selector), keyed by
+	// "gvr/name"; each has its own factory because the selector applies factory-wide.
+	named     map[string]cache.SharedIndexInformer
+	factories []dynamicinformer.DynamicSharedInformerFactory
 }
 
 // NewInformers returns informers over client with no periodic resync: the engine is event-driven.
 func NewInformers(client dynamic.Interface) *Informers {
+	f := dynamicinformer.NewDynamicSharedInformerFactory(client, 0)
 	return &Informers{
-		factory: dynamicinformer.NewDynamicSharedInformerFactory(client, 0),
-		byGVR:   map[schema.GroupVersionResource]cache.SharedIndexInformer{},
+		client:    client,
+		factory:   f,
+		byGVR:     map[schema.GroupVersionResource]cache.SharedIndexInformer{},
+		named:     map[string]cache.SharedIndexInformer{},
+		factories: []dynamicinformer.DynamicSharedInformerFactory{f},
 	}
+}
+
+// ForName returns an informer over the single cluster-scoped or all-namespace object of gvr
+// called name, creating it on first use. It lists and watches with a metadata.name field
+// selector, which RBAC authorizes against resourceNames. Call it before Start.
+func (i *Informers) ForName(gvr schema.GroupVersionResource, name string) cache.SharedIndexInformer {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	key := gvr.String() + "/" + name
+	if inf, ok := i.named[key]; ok {
+		return inf
+	}
+	f := dynamicinformer.NewFilteredDynamicSharedInformerFactory(i.client, 0, metav1.NamespaceAll, func(o *metav1.ListOptions) {
+		o.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
+	})
+	inf := f.ForResource(gvr).Informer()
+	_ = inf.SetTransform(stripManagedFields)
+	i.named[key] = inf
+	i.factories = append(i.factories, f)
+	return inf
 }
 
 // For returns the informer of gvr, creating it on first use. Call it before Start.
@@ -45,20 +77,39 @@ func (i *Informers) For(gvr schema.GroupVersionResource) cache.SharedIndexInform
 
 // Start runs every informer created so far and waits for their caches to fill.
 func (i *Informers) Start(ctx context.Context) error {
-	i.factory.Start(ctx.Done())
-	for gvr, ok := range i.factory.WaitForCacheSync(ctx.Done()) {
-		if !ok {
-			return fmt.Errorf("cache of %s did not sync", gvr)
+	i.mu.Lock()
+	factories := slices.Clone(i.factories)
+	i.mu.Unlock()
+	for _, f := range factories {
+		f.Start(ctx.Done())
+	}
+	for _, f := range factories {
+		for gvr, ok := range f.WaitForCacheSync(ctx.Done()) {
+			if !ok {
+				return fmt.Errorf("cache of %s did not sync", gvr)
+			}
 		}
 	}
 	return nil
+}
+
+// all returns every informer; the caller holds mu.
+func (i *Informers) all() []cache.SharedIndexInformer {
+	out := make([]cache.SharedIndexInformer, 0, len(i.byGVR)+len(i.named))
+	for _, inf := range i.byGVR {
+		out = append(out, inf)
+	}
+	for _, inf := range i.named {
+		out = append(out, inf)
+	}
+	return out
 }
 
 // WaitSynced blocks until every informer has synced; false when ctx ended first.
 func (i *Informers) WaitSynced(ctx context.Context) bool {
 	i.mu.Lock()
 	var synced []cache.InformerSynced
-	for _, inf := range i.byGVR {
+	for _, inf := range i.all() {
 		synced = append(synced, inf.HasSynced)
 	}
 	i.mu.Unlock()
@@ -69,7 +120,7 @@ func (i *Informers) WaitSynced(ctx context.Context) bool {
 func (i *Informers) Synced() bool {
 	i.mu.Lock()
 	defer i.mu.Unlock()
-	for _, inf := range i.byGVR {
+	for _, inf := range i.all() {
 		if !inf.HasSynced() {
 			return false
 		}
@@ -82,7 +133,7 @@ func (i *Informers) Count() int {
 	i.mu.Lock()
 	defer i.mu.Unlock()
 	n := 0
-	for _, inf := range i.byGVR {
+	for _, inf := range i.all() {
 		n += len(inf.GetStore().ListKeys())
 	}
 	return n

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
@@ -43,6 +44,9 @@ type Driver struct {
 	pools  cache.SharedIndexInformer
 	slices cache.SharedIndexInformer
 	nodes  cache.SharedIndexInformer
+	// crds watches only the SimulatedDevicePool CRD, for its schema version.
+	crds cache.SharedIndexInformer
+	now  func() time.Time
 	// expect holds, per slice name, the resourceVersion of our last write (0 for a delete)
 	// until the slice cache shows it, so a pass never plans on a cache that lags our writes.
 	expectMu sync.Mutex
@@ -52,7 +56,7 @@ type Driver struct {
 // Register adds the driver's indexes to the informers and its functions to reg.
 func Register(reg *engine.Registry, inf *engine.Informers, kube kubernetes.Interface, dyn dynamic.Interface) (*Driver, error) {
 	d := &Driver{kube: kube, dyn: dyn, pools: inf.For(simdevice.GVR), slices: inf.For(claims.SlicesGVR),
-		nodes: inf.For(claims.NodesGVR), expect: map[string]uint64{}}
+		nodes: inf.For(claims.NodesGVR), crds: inf.ForName(CRDGVR, CRDName), now: time.Now, expect: map[string]uint64{}}
 	if err := d.slices.AddIndexers(cache.Indexers{
 		byUID: labelIndex(func(l map[string]string) string { return l[simdevice.LabelSDPUID] }),
 		byOwner: labelIndex(func(l map[string]string) string {
@@ -86,6 +90,8 @@ func Register(reg *engine.Registry, inf *engine.Informers, kube kubernetes.Inter
 	reg.Action("publishPoolSlices", d.publish)
 	reg.Action("recordPoolStatus", d.recordStatus)
 	reg.Action("describeInvalidSpec", d.describeInvalid)
+	reg.Observation("poolSchemaConditionStale", d.schemaStale)
+	reg.Action("recordSchemaCondition", d.recordSchema)
 	return d, nil
 }
 
@@ -139,6 +145,7 @@ func (d *Driver) specInvalid(_ context.Context, obj *unstructured.Unstructured) 
 func (d *Driver) describeInvalid(ctx context.Context, obj *unstructured.Unstructured) error {
 	_, probs := d.problems(obj)
 	engine.Note(ctx, "%s", strings.Join(probs, "; "))
+	d.setSchemaCondition(obj)
 	return nil
 }
 
@@ -246,6 +253,7 @@ func (d *Driver) publish(ctx context.Context, obj *unstructured.Unstructured) er
 		return apierrors.NewAlreadyExists(resourcev1.Resource("resourceslices"), plan.Blocked[0])
 	}
 	setNodes(obj, plan.Nodes)
+	d.setSchemaCondition(obj)
 	return nil
 }
 
@@ -286,6 +294,7 @@ func (d *Driver) recordStatus(_ context.Context, obj *unstructured.Unstructured)
 		return err
 	}
 	setNodes(obj, plan.Nodes)
+	d.setSchemaCondition(obj)
 	return nil
 }
 

@@ -22,8 +22,8 @@ var update = flag.Bool("update", false, "rewrite testdata/*.golden")
 // knownNames are the driver names the built-in machines use.
 var knownNames = Names{
 	Actions: []string{"deletePoolSlices", "removeFinalizer", "ensureFinalizer", "publishPoolSlices",
-		"recordPoolStatus", "describeInvalidSpec", "allocateClaim"},
-	Observations: []string{"poolSpecInvalid", "poolSlicesOutOfDate", "claimNeedsSimulatedAllocation"},
+		"recordPoolStatus", "describeInvalidSpec", "recordSchemaCondition", "allocateClaim"},
+	Observations: []string{"poolSpecInvalid", "poolSlicesOutOfDate", "poolSchemaConditionStale", "claimNeedsSimulatedAllocation"},
 	Mappers:      []string{"podClaims"},
 }
 
@@ -156,7 +156,7 @@ func TestMutations(t *testing.T) {
 	}
 	for _, tc := range []struct{ name, old, new, want string }{
 		{"remove state", "\t\tinvalid: conditions: [", "\t\tgone: conditions: [",
-			`pool.cue:73:48: machine pool: transitions[3].from[2]: undeclared state "invalid"`},
+			`pool.cue:82:48: machine pool: transitions[3].from[2]: undeclared state "invalid"`},
 		{"exit from terminal state", `"recordPoolStatus"]},`,
 			`"recordPoolStatus"]}, {event: "drift", from: ["terminal-error"], to: "synced"},`,
 			`terminal state "terminal-error" cannot have outgoing transitions`},
@@ -164,7 +164,7 @@ func TestMutations(t *testing.T) {
 			`terminalState: state "terminal-error" must be marked terminal: true`},
 		{"unknown action", `"recordPoolStatus"`, `"recordPoolStats"`, `unknown action "recordPoolStats"`},
 		{"overlapping classes", "\tterminalState:", "\tbackoff: retry: [\"Conflict\", \"AlreadyExists\", \"Timeout\", \"TooManyRequests\", \"ServiceUnavailable\", \"InternalError\", \"Unknown\", \"NotFound\"]\n\tterminalState:",
-			`pool.cue:76:128: machine pool: backoff.retry[7]: error class NotFound is in both retry and terminal`},
+			`pool.cue:86:128: machine pool: backoff.retry[7]: error class NotFound is in both retry and terminal`},
 		{"typo", "namespaced: true", "namespaced: true\n\tworkres: 2", `workres: field not allowed`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -81,6 +81,8 @@ type Trigger struct {
 	Map            string
 	NameLabel      string
 	NamespaceLabel string
+	// Name, when set, restricts the watch to the one object with that name.
+	Name string
 }
 
 // Condition is a Kubernetes-style condition a state shows.

@@ -427,6 +427,7 @@ func TestRBACLeastPrivilege(t *testing.T) {
 			"|pods":                                           rw,
 			"|events":                                         {"create", "patch"},
 			"|namespaces":                                     {"list"},
+			"apiextensions.k8s.io|customresourcedefinitions#simulateddevicepools.draforge.oaslananka": rw,
 		}},
 		{"Role", controllerName + "-leader-election", map[string][]string{
 			"coordination.k8s.io|leases":                     {"create"},
