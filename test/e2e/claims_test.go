@@ -15,11 +15,11 @@ import (
 // controller's allocation counter matches what the API server holds.
 func TestNoDoubleAllocation(t *testing.T) {
 	e := newEnv(t)
-	e.setup(t)
+	e.Setup(t)
 	ctrl := startController(t)
 	ctx := t.Context()
-	docs := e.applyFiles(t, e.Namespace, "testdata/contention.yaml")
-	e.waitPoolReady(t, e.Namespace, "contention")
+	docs := e.ApplyFiles(t, e.Namespace, "testdata/contention.yaml")
+	e.WaitPoolReady(t, e.Namespace, "contention")
 
 	const claims, devices = 200, 100
 	var wg sync.WaitGroup
@@ -76,14 +76,14 @@ func TestNoDoubleAllocation(t *testing.T) {
 	if n != devices || len(seen) != devices {
 		t.Fatalf("%d claims allocated on %d distinct devices, want %d", n, len(seen), devices)
 	}
-	if got := ctrl.metric(t, "draforge_controller_allocations_total"); got != devices {
+	if got := ctrl.Metric(t, "draforge_controller_allocations_total"); got != devices {
 		t.Errorf("draforge_controller_allocations_total = %v, want %d", got, devices)
 	}
-	if got := ctrl.metric(t, "draforge_controller_terminal_errors_total"); got != 0 {
+	if got := ctrl.Metric(t, "draforge_controller_terminal_errors_total"); got != 0 {
 		t.Errorf("terminal errors: %v", got)
 	}
 	if err := e.Kube.ResourceV1().ResourceClaims(e.Namespace).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	e.deleteDocs(t, docs)
+	e.DeleteDocs(t, docs)
 }

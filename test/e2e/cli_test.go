@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 
@@ -18,12 +17,6 @@ import (
 
 	"github.com/draforge/draforge/drivers/simdevice"
 )
-
-// repoRoot is the module root (this file is test/e2e/cli_test.go).
-func repoRoot() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..")
-}
 
 type cliResult struct {
 	stdout, stderr string
@@ -58,12 +51,12 @@ func mustCLI(t *testing.T, args ...string) string {
 }
 
 // installCRD applies the SDP CRD and the simulated nodes (see env.installCRDs).
-func installCRD(t *testing.T, e *env) { e.setup(t) }
+func installCRD(t *testing.T, e *env) { e.Setup(t) }
 
 // createNodes returns node-a/b/c (cluster-scoped, from examples/nodes.yaml, shared by tests).
 func createNodes(t *testing.T, e *env) []*corev1.Node {
 	t.Helper()
-	e.setup(t)
+	e.Setup(t)
 	var out []*corev1.Node
 	for _, name := range []string{"node-a", "node-b", "node-c"} {
 		n, err := e.Kube.CoreV1().Nodes().Get(t.Context(), name, metav1.GetOptions{})

@@ -1,69 +1,40 @@
 package e2e
 
 import (
-	"context"
-	"fmt"
-	"regexp"
-	"strings"
 	"testing"
-	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/rand"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
+	"github.com/draforge/draforge/test/e2e/e2eutil"
 )
 
-// env is what a test needs to talk to the cluster.
-type env struct {
-	Config    *rest.Config
-	Kube      kubernetes.Interface
-	Dynamic   dynamic.Interface
-	Namespace string
-}
+// The helpers live in e2eutil, shared with test/reliability; these names keep the tests short.
 
-var nonDNS = regexp.MustCompile(`[^a-z0-9-]+`)
+// env is what a test needs to talk to the cluster (e2eutil.Env plus this package's helpers).
+type env struct{ *e2eutil.Env }
+
+// controller is a running `draforge controller` process.
+type controller = e2eutil.Controller
+
+var (
+	eventually     = e2eutil.Eventually
+	decodeDocs     = e2eutil.DecodeDocs
+	freeAddr       = e2eutil.FreeAddr
+	repoRoot       = e2eutil.RepoRoot
+	sumMetric      = e2eutil.SumMetric
+	ignoreNotFound = e2eutil.IgnoreNotFound
+	conditionIs    = e2eutil.ConditionIs
+	newPool        = e2eutil.NewPool
+	draforgeBinary = e2eutil.DraforgeBinary
+	crdGVR         = e2eutil.CRDGVR
+)
 
 // newEnv connects to the package cluster and creates a namespace that is deleted after the test.
-func newEnv(t *testing.T) *env {
+func newEnv(t *testing.T) *env { return &env{e2eutil.NewEnv(t, kubeconfigPath)} }
+
+// startController runs the controller against the package cluster; it is killed at test end.
+func startController(t *testing.T, args ...string) *controller {
 	t.Helper()
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfigPath)
-	if err != nil {
-		t.Fatalf("load kubeconfig: %v", err)
-	}
-	cfg.QPS, cfg.Burst = 200, 400
-	e := &env{Config: cfg, Kube: kubernetes.NewForConfigOrDie(cfg), Dynamic: dynamic.NewForConfigOrDie(cfg)}
-	name := strings.Trim(nonDNS.ReplaceAllString(strings.ToLower(t.Name()), "-"), "-")
-	if len(name) > 40 {
-		name = name[:40]
-	}
-	e.Namespace = fmt.Sprintf("e2e-%s-%s", strings.Trim(name, "-"), rand.String(5))
-	ctx := t.Context()
-	if _, err := e.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: e.Namespace}}, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("create namespace: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = e.Kube.CoreV1().Namespaces().Delete(ctx, e.Namespace, metav1.DeleteOptions{})
-	})
-	return e
+	return e2eutil.StartController(t, kubeconfigPath, args...)
 }
 
-// eventually polls cond until it returns true or the timeout passes, then fails with the last message.
-func eventually(t *testing.T, timeout time.Duration, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var msg string
-	for time.Now().Before(deadline) {
-		var ok bool
-		if ok, msg = cond(); ok {
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("condition not met within %s: %s", timeout, msg)
-}
+func installCRDs(t *testing.T, e *env)            { e.InstallCRDs(t) }
+func applyCRDs(t *testing.T, e *env, data []byte) { e.ApplyCRDs(t, data) }

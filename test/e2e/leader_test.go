@@ -79,8 +79,8 @@ func TestLeaderElectionTwoProcesses(t *testing.T) {
 	gauges := func() map[string]float64 {
 		out := map[string]float64{}
 		for id, p := range procs {
-			if p.running() {
-				out[id] = p.gauge("draforge_controller_leader")
+			if p.Running() {
+				out[id] = p.Gauge("draforge_controller_leader")
 			}
 		}
 		return out
@@ -89,8 +89,8 @@ func TestLeaderElectionTwoProcesses(t *testing.T) {
 	var leader string
 	eventually(t, 60*time.Second, func() (bool, string) {
 		for id, p := range procs {
-			if !p.running() {
-				t.Fatalf("controller %s exited: %v", id, p.exitErr)
+			if !p.Running() {
+				t.Fatalf("controller %s exited: %v", id, p.ExitErr)
 			}
 		}
 		leader = holder(t, e)
@@ -106,7 +106,7 @@ func TestLeaderElectionTwoProcesses(t *testing.T) {
 	t.Run("probes", func(t *testing.T) {
 		for id, p := range procs {
 			eventually(t, 30*time.Second, func() (bool, string) {
-				code, body := p.get("/readyz")
+				code, body := p.Get("/readyz")
 				var res struct {
 					Status string `json:"status"`
 					Ready  bool   `json:"ready"`
@@ -117,7 +117,7 @@ func TestLeaderElectionTwoProcesses(t *testing.T) {
 				}
 				return code == 200 && res.Status == "ready" && res.Ready && res.Reason == "ok", fmt.Sprintf("%s /readyz %d %s", id, code, body)
 			})
-			if code, body := p.get("/healthz"); code != 200 || strings.TrimSpace(body) != `{"status":"ok"}` {
+			if code, body := p.Get("/healthz"); code != 200 || strings.TrimSpace(body) != `{"status":"ok"}` {
 				t.Errorf("%s /healthz = %d %s", id, code, body)
 			}
 		}
@@ -131,10 +131,10 @@ func TestLeaderElectionTwoProcesses(t *testing.T) {
 
 	// kill -9 the leader: the standby must take over once the lease expires.
 	killed := time.Now()
-	if err := procs[leader].cmd.Process.Signal(syscall.SIGKILL); err != nil {
+	if err := procs[leader].Cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	<-procs[leader].exited
+	<-procs[leader].Exited
 	var tookOver time.Duration
 	deadline := killed.Add(30 * time.Second)
 	for {
@@ -142,8 +142,8 @@ func TestLeaderElectionTwoProcesses(t *testing.T) {
 			tookOver = time.Since(killed)
 			break
 		}
-		if !procs[standby].running() {
-			t.Fatalf("standby %s exited: %v", standby, procs[standby].exitErr)
+		if !procs[standby].Running() {
+			t.Fatalf("standby %s exited: %v", standby, procs[standby].ExitErr)
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("standby never took over: holder %q gauges %v", holder(t, e), gauges())
@@ -166,19 +166,19 @@ func TestLeaderElectionTwoProcesses(t *testing.T) {
 	t.Run("graceful-shutdown-keeps-lease", func(t *testing.T) {
 		p := procs[standby]
 		start := time.Now()
-		if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		if err := p.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
 			t.Fatal(err)
 		}
 		select {
-		case <-p.exited:
+		case <-p.Exited:
 		case <-time.After(shutdownTimeout + 2*time.Second):
 			t.Fatalf("no exit within --shutdown-timeout %s (+2s)", shutdownTimeout)
 		}
 		took := time.Since(start)
 		h := holder(t, e)
 		t.Logf("SIGTERM → exit in %s; holder right after exit: %q", took.Round(time.Millisecond), h)
-		if p.exitErr != nil {
-			t.Errorf("exit after SIGTERM: %v, want status 0", p.exitErr)
+		if p.ExitErr != nil {
+			t.Errorf("exit after SIGTERM: %v, want status 0", p.ExitErr)
 		}
 		if took > shutdownTimeout+500*time.Millisecond {
 			t.Errorf("exit took %s, more than --shutdown-timeout %s", took, shutdownTimeout)

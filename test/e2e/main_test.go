@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/draforge/draforge/test/cluster"
+	"github.com/draforge/draforge/test/e2e/e2eutil"
 )
 
 // kubeconfigPath is the cluster every test in this package talks to.
@@ -17,7 +18,7 @@ var kubeconfigPath string
 
 func TestMain(m *testing.M) {
 	code := run(m)
-	removeBinary()
+	e2eutil.RemoveBinaries()
 	os.Exit(code)
 }
 

@@ -11,46 +11,17 @@ import (
 
 	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/draforge/draforge/drivers/simdevice"
 )
-
-func newPool(ns, name string, spec map[string]any) *unstructured.Unstructured {
-	return &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "draforge.oaslananka/v1alpha1", "kind": "SimulatedDevicePool",
-		"metadata": map[string]any{"name": name, "namespace": ns},
-		"spec":     spec,
-	}}
-}
-
-// poolSlices returns the pool's slices by node: device names and pool generation.
-func (e *env) poolSlices(t *testing.T, ns, name string) map[string]string {
-	t.Helper()
-	list, err := e.Kube.ResourceV1().ResourceSlices().List(t.Context(), metav1.ListOptions{
-		LabelSelector: simdevice.LabelSDPNamespace + "=" + ns + "," + simdevice.LabelSDPName + "=" + name})
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]string{}
-	for _, s := range list.Items {
-		var devs []string
-		for _, d := range s.Spec.Devices {
-			devs = append(devs, d.Name)
-		}
-		out[*s.Spec.NodeName] += fmt.Sprintf("pool=%s gen=%d count=%d devices=%s", s.Spec.Pool.Name, s.Spec.Pool.Generation,
-			s.Spec.Pool.ResourceSliceCount, strings.Join(devs, ","))
-	}
-	return out
-}
 
 // TestPoolLifecycle: publish on two nodes, concurrent spec updates converge to the last one with
 // one generation bump per change, an invalid spec is reported with a clear condition and
 // unpublished, and deletion removes every slice before the finalizer lets the pool go.
 func TestPoolLifecycle(t *testing.T) {
 	e := newEnv(t)
-	e.setup(t)
+	e.Setup(t)
 	ctrl := startController(t)
 	ctx := t.Context()
 	api := e.Dynamic.Resource(simdevice.GVR).Namespace(e.Namespace)
@@ -59,11 +30,11 @@ func TestPoolLifecycle(t *testing.T) {
 	}), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	pool := e.waitPoolReady(t, e.Namespace, "burst")
+	pool := e.WaitPoolReady(t, e.Namespace, "burst")
 	if fins := pool.GetFinalizers(); len(fins) != 1 || fins[0] != "draforge.oaslananka/resourceslice-cleanup" {
 		t.Fatalf("finalizers %v", fins)
 	}
-	got := e.poolSlices(t, e.Namespace, "burst")
+	got := e.PoolSlices(t, e.Namespace, "burst")
 	want := fmt.Sprintf("pool=%s/burst/node-a gen=1 count=1 devices=gpu-0,gpu-1", e.Namespace)
 	if len(got) != 2 || got["node-a"] != want {
 		t.Fatalf("slices %v, want node-a %q and a node-b slice", got, want)
@@ -83,9 +54,9 @@ func TestPoolLifecycle(t *testing.T) {
 	if _, err := api.Patch(ctx, "burst", types.MergePatchType, []byte(`{"spec":{"deviceCount":3}}`), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	e.waitPoolReady(t, e.Namespace, "burst")
+	e.WaitPoolReady(t, e.Namespace, "burst")
 	eventually(t, 30*time.Second, func() (bool, string) {
-		got = e.poolSlices(t, e.Namespace, "burst")
+		got = e.PoolSlices(t, e.Namespace, "burst")
 		return strings.Contains(got["node-a"], "devices=gpu-0,gpu-1,gpu-2") && strings.Contains(got["node-b"], "devices=gpu-0,gpu-1,gpu-2"), fmt.Sprint(got)
 	})
 	for node, s := range got {
@@ -112,22 +83,22 @@ func TestPoolLifecycle(t *testing.T) {
 		return conditionIs(u, "Ready", "False") && strings.Contains(string(conds), "InvalidSpec") &&
 			strings.Contains(string(conds), "already published by SimulatedDevicePool burst"), string(conds)
 	})
-	if s := e.poolSlices(t, e.Namespace, "copycat"); len(s) != 0 {
+	if s := e.PoolSlices(t, e.Namespace, "copycat"); len(s) != 0 {
 		t.Errorf("invalid pool published %v", s)
 	}
 	if err := api.Delete(ctx, "copycat", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	e.waitPoolGone(ctx, t, e.Namespace, "copycat")
-	if after := e.poolSlices(t, e.Namespace, "burst"); fmt.Sprint(after) != fmt.Sprint(got) {
+	e.WaitPoolGone(ctx, t, e.Namespace, "copycat")
+	if after := e.PoolSlices(t, e.Namespace, "burst"); fmt.Sprint(after) != fmt.Sprint(got) {
 		t.Errorf("the valid pool changed: %v -> %v", got, after)
 	}
 
 	if err := api.Delete(ctx, "burst", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	e.waitPoolGone(ctx, t, e.Namespace, "burst")
-	if n := ctrl.metric(t, "draforge_controller_terminal_errors_total"); n != 0 {
+	e.WaitPoolGone(ctx, t, e.Namespace, "burst")
+	if n := ctrl.Metric(t, "draforge_controller_terminal_errors_total"); n != 0 {
 		t.Errorf("terminal errors: %v", n)
 	}
 }
@@ -136,29 +107,29 @@ func TestPoolLifecycle(t *testing.T) {
 // write requests (client-side attribution through rest_client_requests_total).
 func TestRestartMakesNoWrites(t *testing.T) {
 	e := newEnv(t)
-	e.setup(t)
+	e.Setup(t)
 	first := startController(t)
-	docs := e.applyFiles(t, e.Namespace, "testdata/restart.yaml")
-	e.waitPoolReady(t, e.Namespace, "restart")
+	docs := e.ApplyFiles(t, e.Namespace, "testdata/restart.yaml")
+	e.WaitPoolReady(t, e.Namespace, "restart")
 	e.checkOutcome(t, e.Namespace, "one", "allocated", "node-a", "")
 	e.checkOutcome(t, e.Namespace, "two", "allocated", "node-b", "")
-	if w := first.writes(t); w == 0 {
+	if w := first.Writes(t); w == 0 {
 		t.Fatal("the first controller made no writes: the test would prove nothing")
 	}
-	first.signal(9)
-	<-first.exited
+	first.Signal(9)
+	<-first.Exited
 
 	second := startController(t)
 	// Readiness implies synced caches; give the machines time to sweep every object.
 	eventually(t, 30*time.Second, func() (bool, string) {
-		n := second.metric(t, "draforge_controller_sync_attempts_total")
+		n := second.Metric(t, "draforge_controller_sync_attempts_total")
 		return n >= 3, fmt.Sprintf("%v sync attempts", n)
 	})
 	time.Sleep(2 * time.Second)
-	if w := second.writes(t); w != 0 {
+	if w := second.Writes(t); w != 0 {
 		t.Errorf("restart with nothing changed made %v writes", w)
 	}
-	e.deleteDocs(t, docs) // while a controller runs to release the finalizer
+	e.DeleteDocs(t, docs) // while a controller runs to release the finalizer
 }
 
 // TestLegacyAdoptionAndOrphans: a slice of the earlier project (deterministic legacy name, only
@@ -167,7 +138,7 @@ func TestRestartMakesNoWrites(t *testing.T) {
 // is never touched.
 func TestLegacyAdoptionAndOrphans(t *testing.T) {
 	e := newEnv(t)
-	e.setup(t)
+	e.Setup(t)
 	startController(t)
 	ctx := t.Context()
 	slices := e.Kube.ResourceV1().ResourceSlices()
@@ -196,13 +167,13 @@ func TestLegacyAdoptionAndOrphans(t *testing.T) {
 	}), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	e.waitPoolReady(t, e.Namespace, "old")
+	e.WaitPoolReady(t, e.Namespace, "old")
 	exists := func(name string) bool {
 		_, err := slices.Get(ctx, name, metav1.GetOptions{})
 		return err == nil
 	}
 	eventually(t, 30*time.Second, func() (bool, string) {
-		got := e.poolSlices(t, e.Namespace, "old")
+		got := e.PoolSlices(t, e.Namespace, "old")
 		return !exists(legacy) && !exists("orphan-"+e.Namespace) && len(got) == 1 &&
 				strings.HasPrefix(got["node-a"], "pool="+e.Namespace+"/old/node-a gen=1"),
 			fmt.Sprintf("legacy %v orphan %v slices %v", exists(legacy), exists("orphan-"+e.Namespace), got)
@@ -213,5 +184,5 @@ func TestLegacyAdoptionAndOrphans(t *testing.T) {
 	if err := api.Delete(ctx, "old", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	e.waitPoolGone(ctx, t, e.Namespace, "old")
+	e.WaitPoolGone(ctx, t, e.Namespace, "old")
 }
