@@ -1,0 +1,228 @@
+//go:build reliability
+
+package reliability
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	resourcev1 "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/draforge/draforge/drivers/simdevice"
+	"github.com/draforge/draforge/test/e2e/e2eutil"
+)
+
+var eventually = e2eutil.Eventually
+
+// newEnv is a namespace on the shared cluster with the CRDs and simulated nodes installed.
+func newEnv(t *testing.T) *e2eutil.Env {
+	t.Helper()
+	e := e2eutil.NewEnv(t, shared.Kubeconfig)
+	e.Setup(t)
+	return e
+}
+
+// deviceClass creates a DeviceClass selecting devices whose "scenario" attribute is value.
+func deviceClass(t *testing.T, e *e2eutil.Env, name, value string) {
+	t.Helper()
+	c := &resourcev1.DeviceClass{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: resourcev1.DeviceClassSpec{Selectors: []resourcev1.DeviceSelector{{CEL: &resourcev1.CELDeviceSelector{
+			Expression: fmt.Sprintf(`has(device.attributes["sim.draforge.oaslananka"].scenario) && device.attributes["sim.draforge.oaslananka"].scenario == %q`, value),
+		}}}},
+	}
+	if _, err := e.Kube.ResourceV1().DeviceClasses().Create(t.Context(), c, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.Kube.ResourceV1().DeviceClasses().Delete(t.Context(), name, metav1.DeleteOptions{}) })
+}
+
+// pool is a pool spec publishing count devices with scenario attribute value on nodes.
+func pool(count int, value string, nodes ...string) map[string]any {
+	var targets []any
+	for _, n := range nodes {
+		targets = append(targets, n)
+	}
+	return map[string]any{"deviceType": "acc", "deviceCount": int64(count), "targetNodes": targets,
+		"attributes": map[string]any{"scenario": map[string]any{"string": value}}}
+}
+
+func createPool(t *testing.T, e *e2eutil.Env, name string, spec map[string]any) {
+	t.Helper()
+	if _, err := e.Dynamic.Resource(simdevice.GVR).Namespace(e.Namespace).Create(t.Context(),
+		e2eutil.NewPool(e.Namespace, name, spec), metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create pool %s: %v", name, err)
+	}
+}
+
+func patchCount(e *e2eutil.Env, name string, n int) error {
+	_, err := e.Dynamic.Resource(simdevice.GVR).Namespace(e.Namespace).Patch(bg(), name, types.MergePatchType,
+		fmt.Appendf(nil, `{"spec":{"deviceCount":%d}}`, n), metav1.PatchOptions{})
+	return err
+}
+
+// createClaims creates claims prefix-000.. of one device of class, spaced by gap.
+func createClaims(t *testing.T, e *e2eutil.Env, prefix, class string, from, to int, gap time.Duration) {
+	t.Helper()
+	for i := from; i < to; i++ {
+		c := &resourcev1.ResourceClaim{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%03d", prefix, i), Namespace: e.Namespace},
+			Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{{
+				Name: "dev", Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: class},
+			}}}},
+		}
+		if _, err := e.Kube.ResourceV1().ResourceClaims(e.Namespace).Create(bg(), c, metav1.CreateOptions{}); err != nil {
+			t.Errorf("create claim %s: %v", c.Name, err)
+		}
+		if gap > 0 {
+			time.Sleep(gap)
+		}
+	}
+}
+
+// allocations returns status.allocation of every allocated claim of the namespace as JSON.
+func allocations(t testing.TB, e *e2eutil.Env) map[string]string {
+	t.Helper()
+	list, err := e.Kube.ResourceV1().ResourceClaims(e.Namespace).List(bg(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, c := range list.Items {
+		if c.Status.Allocation != nil {
+			b, _ := json.Marshal(c.Status.Allocation)
+			out[c.Name] = string(b)
+		}
+	}
+	return out
+}
+
+// claimCount is the number of claims in the namespace.
+func claimCount(t testing.TB, e *e2eutil.Env) int {
+	t.Helper()
+	list, err := e.Kube.ResourceV1().ResourceClaims(e.Namespace).List(bg(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(list.Items)
+}
+
+// checkUnique fails when a device is allocated to two claims; it returns the device count.
+func checkUnique(t testing.TB, allocs map[string]string) int {
+	t.Helper()
+	seen := map[string]string{}
+	for name, j := range allocs {
+		var a resourcev1.AllocationResult
+		if err := json.Unmarshal([]byte(j), &a); err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range a.Devices.Results {
+			id := r.Driver + "/" + r.Pool + "/" + r.Device
+			if other, dup := seen[id]; dup {
+				t.Errorf("device %s allocated to both %s and %s", id, other, name)
+			}
+			seen[id] = name
+		}
+	}
+	return len(seen)
+}
+
+// sameAllocations fails for every claim of before whose allocation changed in after.
+func sameAllocations(t testing.TB, what string, before, after map[string]string) {
+	t.Helper()
+	for name, b := range before {
+		if after[name] != b {
+			t.Errorf("%s: allocation of %s changed:\n before %s\n after  %s", what, name, b, after[name])
+		}
+	}
+}
+
+// sliceSpecs returns the spec of every ResourceSlice of the namespace's pools, as JSON by name.
+func sliceSpecs(t testing.TB, e *e2eutil.Env) map[string]string {
+	t.Helper()
+	list, err := e.Kube.ResourceV1().ResourceSlices().List(bg(), metav1.ListOptions{LabelSelector: simdevice.LabelSDPNamespace + "=" + e.Namespace})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, s := range list.Items {
+		b, _ := json.Marshal(s.Spec)
+		out[s.Name] = string(b)
+	}
+	return out
+}
+
+// checkPoolSlices checks that pool publishes exactly count devices on each node of nodes, one
+// slice per node with resourceSliceCount 1, and shows Ready for its current generation.
+func checkPoolSlices(t testing.TB, e *e2eutil.Env, name string, count int, nodes ...string) (bool, string) {
+	got := e.PoolSlices(t, e.Namespace, name)
+	var devs []string
+	for i := range count {
+		devs = append(devs, fmt.Sprintf("acc-%d", i))
+	}
+	if len(got) != len(nodes) {
+		return false, fmt.Sprintf("pool %s: slices on %d nodes, want %d: %v", name, len(got), len(nodes), got)
+	}
+	for _, n := range nodes {
+		s := got[n]
+		if strings.Count(s, "pool=") != 1 || !strings.Contains(s, " count=1 ") || !strings.HasSuffix(s, "devices="+strings.Join(devs, ",")) {
+			return false, fmt.Sprintf("pool %s node %s: %q, want one slice of %d devices", name, n, s, count)
+		}
+	}
+	u, err := e.Dynamic.Resource(simdevice.GVR).Namespace(e.Namespace).Get(bg(), name, metav1.GetOptions{})
+	if err != nil {
+		return false, err.Error()
+	}
+	if !e2eutil.ConditionIs(u, "Ready", "True") {
+		return false, fmt.Sprintf("pool %s not Ready for generation %d: %v", name, u.GetGeneration(), u.Object["status"])
+	}
+	return true, ""
+}
+
+func getPool(t testing.TB, e *e2eutil.Env, name string) *unstructured.Unstructured {
+	t.Helper()
+	u, err := e.Dynamic.Resource(simdevice.GVR).Namespace(e.Namespace).Get(bg(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+// timeline records timestamped observations for the report.
+type timeline struct {
+	mu    sync.Mutex
+	start time.Time
+	lines []string
+}
+
+func (l *timeline) add(format string, args ...any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lines = append(l.lines, fmt.Sprintf("%7s  ", time.Since(l.start).Round(10*time.Millisecond))+fmt.Sprintf(format, args...))
+}
+
+func (l *timeline) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Join(l.lines, "\n")
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+var _ = slices.Contains[[]string]

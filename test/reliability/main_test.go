@@ -1,0 +1,54 @@
+//go:build reliability
+
+// Package reliability is DRAForge's reliability suite: leader failover under load, an API
+// server outage, fault injection between the controller and the API server, controller
+// upgrade/rollback with schema-skew detection, and invalid input. It runs real `draforge
+// controller` processes against a local control plane (test/cluster) that TestMain starts;
+// the outage test starts a second, dedicated one because it stops kube-apiserver.
+//
+// It takes several minutes, so it carries the build tag `reliability` and runs with
+// `go tool task test:reliability`, not with `go tool task test`.
+package reliability
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+
+	"github.com/draforge/draforge/test/cluster"
+	"github.com/draforge/draforge/test/e2e/e2eutil"
+)
+
+// shared is the cluster every test but the outage test uses.
+var shared *cluster.Cluster
+
+func TestMain(m *testing.M) {
+	code := run(m)
+	e2eutil.RemoveBinaries()
+	os.Exit(code)
+}
+
+func run(m *testing.M) int {
+	c, err := startCluster()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "reliability:", err)
+		return 1
+	}
+	defer c.Stop()
+	shared = c
+	return m.Run()
+}
+
+// startCluster starts a local control plane (etcd + kube-apiserver) in a fresh directory.
+func startCluster() (*cluster.Cluster, error) {
+	dir, err := os.MkdirTemp("", "draforge-rel-")
+	if err != nil {
+		return nil, err
+	}
+	c, err := cluster.Start(context.Background(), cluster.Options{Dir: dir, Log: os.Stderr})
+	if err != nil {
+		return nil, fmt.Errorf("start local control plane: %w", err)
+	}
+	return c, nil
+}

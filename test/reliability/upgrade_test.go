@@ -1,0 +1,146 @@
+//go:build reliability
+
+package reliability
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/draforge/draforge/drivers/pools"
+	"github.com/draforge/draforge/test/e2e/e2eutil"
+)
+
+// v2Machines writes the "next version" machines: the embedded ones with a renamed Ready
+// message and an extra state (paused, entered when a pool carries the label paused).
+func v2Machines(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, n := range []string{"claim.cue", "pool.cue"} {
+		b, err := os.ReadFile(filepath.Join(e2eutil.RepoRoot(), "machines", n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := string(b)
+		if n == "pool.cue" {
+			for _, r := range [][2]string{
+				{`{type: "Ready", status: "True", reason: "Published"},`, `{type: "Ready", status: "True", reason: "Published", message: "published by the v2 machines"},`},
+				{"\t\tfinalizing: conditions: [", "\t\tpaused: conditions: [\n\t\t\t{type: \"Ready\", status: \"False\", reason: \"Paused\"},\n\t\t]\n\t\tfinalizing: conditions: ["},
+				{`{state: "synced", when: condition:`, `{state: "paused", when: field: "metadata.labels.paused"},` + "\n\t\t" + `{state: "synced", when: condition:`},
+				{`{name: "drift", when:`, `{name: "pause", when: field: "metadata.labels.paused"},` + "\n\t\t" + `{name: "drift", when:`},
+				{`{event: "drift", from:`, `{event: "pause", from: ["synced"], to: "paused", actions: []},` + "\n\t\t" + `{event: "drift", from:`},
+			} {
+				if !strings.Contains(s, r[0]) {
+					t.Fatalf("machines/pool.cue no longer contains %q: update the v2 variant", r[0])
+				}
+				s = strings.Replace(s, r[0], r[1], 1)
+			}
+		}
+		if err := os.WriteFile(filepath.Join(dir, n), []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// TestUpgradeRollback switches a converged controller v1 → v2 (a second build, different
+// machines) → v1. Each switch leaves every slice spec and claim allocation byte-identical and
+// the new process makes zero writes. Then the CRD is replaced by an older one (schema-version
+// N-1): every pool shows Degraded=True SchemaPredatesController with Ready still True; the
+// current CRD turns it back to Degraded=False SchemaCurrent.
+func TestUpgradeRollback(t *testing.T) {
+	e := newEnv(t)
+	class := "rel-upgrade-" + e.Namespace
+	deviceClass(t, e, class, class)
+	v1 := e2eutil.DraforgeBinary(t)
+	v2 := e2eutil.DraforgeBinaryWith(t, "-X github.com/draforge/draforge/cmd/draforge/internal/cli.Version=v2-reliability")
+	v2dir := v2Machines(t)
+
+	createPool(t, e, "a", pool(4, class, "node-a", "node-b"))
+	createPool(t, e, "b", pool(3, class, "node-c"))
+	ctrl := e2eutil.Run(t, e2eutil.ControllerSpec{Bin: v1, Kubeconfig: e.Kubeconfig})
+	createClaims(t, e, "c", class, 0, 8, 0)
+	var allocs map[string]string
+	eventually(t, 60*time.Second, func() (bool, string) {
+		allocs = allocations(t, e)
+		return len(allocs) == 8, fmt.Sprintf("%d of 8 allocated", len(allocs))
+	})
+	eventually(t, 30*time.Second, func() (bool, string) { return checkPoolSlices(t, e, "a", 4, "node-a", "node-b") })
+	eventually(t, 30*time.Second, func() (bool, string) { return checkPoolSlices(t, e, "b", 3, "node-c") })
+	slices := sliceSpecs(t, e)
+	if ctrl.Writes(t) == 0 {
+		t.Fatal("v1 made no writes: the test would prove nothing")
+	}
+
+	for _, step := range []struct {
+		name string
+		spec e2eutil.ControllerSpec
+	}{
+		{"upgrade to v2", e2eutil.ControllerSpec{Bin: v2, Kubeconfig: e.Kubeconfig, Args: []string{"--machines", v2dir}}},
+		{"rollback to v1", e2eutil.ControllerSpec{Bin: v1, Kubeconfig: e.Kubeconfig}},
+	} {
+		ctrl.Signal(syscall.SIGTERM)
+		<-ctrl.Exited
+		start := time.Now()
+		ctrl = e2eutil.Run(t, step.spec)
+		ready := time.Since(start)
+		// Readiness implies synced caches; let the machines pass over every object.
+		eventually(t, 30*time.Second, func() (bool, string) {
+			n := ctrl.Metric(t, "draforge_controller_sync_attempts_total")
+			return n >= 10, fmt.Sprintf("%v sync attempts", n)
+		})
+		time.Sleep(2 * time.Second)
+		w := ctrl.Writes(t)
+		t.Logf("FIGURE upgrade: %s ready in %s, %v writes, %v GETs", step.name, ready.Round(time.Millisecond), w,
+			ctrl.Metric(t, "rest_client_requests_total", `method="GET"`))
+		if w != 0 {
+			t.Errorf("%s: %v writes, want 0", step.name, w)
+		}
+		if got := sliceSpecs(t, e); fmt.Sprint(got) != fmt.Sprint(slices) {
+			t.Errorf("%s: slices changed:\n before %v\n after  %v", step.name, slices, got)
+		}
+		now := allocations(t, e)
+		if len(now) != len(allocs) {
+			t.Errorf("%s: %d allocations, want %d", step.name, len(now), len(allocs))
+		}
+		sameAllocations(t, step.name, allocs, now)
+	}
+
+	// Schema skew: an older CRD (schema-version N-1) under the running controller.
+	crd, err := os.ReadFile(filepath.Join(e2eutil.RepoRoot(), "deploy", "crds", "simulateddevicepool-crd.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	current := fmt.Sprintf(`%s: "%d"`, pools.SchemaAnnotation, pools.SchemaVersion)
+	if !strings.Contains(string(crd), current) {
+		t.Fatalf("deploy/crds does not carry %s", current)
+	}
+	older := strings.Replace(string(crd), current, fmt.Sprintf(`%s: "%d"`, pools.SchemaAnnotation, pools.SchemaVersion-1), 1)
+	t.Cleanup(func() { e.ApplyCRDs(t, crd) })
+	degraded := func(status, reason string) {
+		t.Helper()
+		start := time.Now()
+		for _, p := range []string{"a", "b"} {
+			eventually(t, 30*time.Second, func() (bool, string) {
+				u := getPool(t, e, p)
+				d := e2eutil.Condition(u, "Degraded")
+				return d != nil && d["status"] == status && d["reason"] == reason && e2eutil.ConditionIs(u, "Ready", "True"),
+					fmt.Sprintf("pool %s conditions %v", p, u.Object["status"])
+			})
+		}
+		t.Logf("FIGURE schema: Degraded=%s %s on every pool %s after the CRD apply", status, reason, time.Since(start).Round(time.Millisecond))
+	}
+	degraded("False", pools.ReasonSchemaCurrent)
+	e.ApplyCRDs(t, []byte(older))
+	degraded("True", pools.ReasonSchemaPredates)
+	e.ApplyCRDs(t, crd)
+	degraded("False", pools.ReasonSchemaCurrent)
+	if got := sliceSpecs(t, e); fmt.Sprint(got) != fmt.Sprint(slices) {
+		t.Errorf("schema skew changed slices")
+	}
+	sameAllocations(t, "schema skew", allocs, allocations(t, e))
+}
