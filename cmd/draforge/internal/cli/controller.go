@@ -140,10 +140,7 @@ func runController(ctx context.Context, kf *kubeFlags, o *controllerOptions) err
 	} else {
 		m0.Leader.Set(1)
 	}
-	mux := http.NewServeMux()
-	mux.Handle("/healthz", live)
-	mux.Handle("/readyz", &health.Readiness{Kube: kube, Timeout: o.readyTimeout, Grace: o.readyGrace, Synced: informers.Synced})
-	mux.Handle("/metrics", m0.Handler())
+	mux := runtimeHandler(live, &health.Readiness{Kube: kube, Timeout: o.readyTimeout, Grace: o.readyGrace, Synced: informers.Synced}, m0)
 	server := &health.Server{Addr: o.runtimeAddr, Handler: mux, ShutdownTimeout: o.shutdownWithin}
 
 	log.Info().Int("machines", len(machines)).Bool("leaderElect", o.leader.Enabled).Str("runtimeAddress", o.runtimeAddr).Msg("controller starting")
@@ -163,4 +160,13 @@ func runController(ctx context.Context, kf *kubeFlags, o *controllerOptions) err
 		log.Warn().Msg("shutdown timeout reached; exiting with work in flight")
 		return nil
 	}
+}
+
+// runtimeHandler is the controller's runtime HTTP surface: /healthz, /readyz and /metrics.
+func runtimeHandler(live health.Liveness, ready *health.Readiness, m *metrics.Metrics) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/healthz", live)
+	mux.Handle("/readyz", ready)
+	mux.Handle("/metrics", m.Handler())
+	return mux
 }
