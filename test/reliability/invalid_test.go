@@ -38,7 +38,7 @@ func TestInvalidPools(t *testing.T) {
 		{"device-count-129", with("deviceCount", int64(129)), []string{"spec.deviceCount", "should be less than or equal to 128"}},
 		{"bad-driver-name", with("driverName", "Bad_Driver"), []string{"spec.driverName", "should match"}},
 		{"attribute-two-values", with("attributes", map[string]any{"model": map[string]any{"string": "H100", "int": int64(3)}}),
-			[]string{"spec.attributes.model", "must have at most 1 items"}},
+			[]string{"spec.attributes.model", "Too many: 2: must have at most 1 item"}},
 		{"bad-quantity", with("capacities", map[string]any{"memory": "80Qi"}), []string{"spec.capacities.memory", "should match"}},
 		{"bad-version", with("attributes", map[string]any{"driverVersion": map[string]any{"version": "1.2"}}),
 			[]string{"spec.attributes.driverVersion.version", "should match"}},
