@@ -141,7 +141,7 @@ func newRunner(e *Engine, m *machine.Machine) (*runner, error) {
 	}
 	r.queue = workqueue.NewTypedRateLimitingQueueWithConfig[string](r.limiter,
 		workqueue.TypedRateLimitingQueueConfig[string]{Name: m.Name})
-	if _, err := r.inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	e.o.Informers.Notify(m.Resource, cache.ResourceEventHandlerFuncs{
 		AddFunc: r.enqueueObj,
 		UpdateFunc: func(old, cur any) {
 			// Resyncs and no-op updates carry the same resourceVersion: nothing to do.
@@ -151,9 +151,7 @@ func newRunner(e *Engine, m *machine.Machine) (*runner, error) {
 			r.enqueueObj(cur)
 		},
 		DeleteFunc: r.enqueueObj,
-	}); err != nil {
-		return nil, err
-	}
+	})
 	for _, t := range m.Triggers {
 		mapFn, err := r.triggerMapper(t)
 		if err != nil {
@@ -166,13 +164,11 @@ func newRunner(e *Engine, m *machine.Machine) (*runner, error) {
 				}
 			}
 		}
-		if _, err := e.o.Informers.For(t.Resource).AddEventHandler(cache.ResourceEventHandlerFuncs{
+		e.o.Informers.Notify(t.Resource, cache.ResourceEventHandlerFuncs{
 			AddFunc:    handler,
 			UpdateFunc: func(_, cur any) { handler(cur) },
 			DeleteFunc: handler,
-		}); err != nil {
-			return nil, err
-		}
+		})
 	}
 	return r, nil
 }

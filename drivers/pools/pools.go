@@ -40,6 +40,7 @@ const (
 type Driver struct {
 	kube   kubernetes.Interface
 	dyn    dynamic.Interface
+	inf    *engine.Informers
 	pools  cache.SharedIndexInformer
 	slices cache.SharedIndexInformer
 	nodes  cache.SharedIndexInformer
@@ -51,7 +52,7 @@ type Driver struct {
 
 // Register adds the driver's indexes to the informers and its functions to reg.
 func Register(reg *engine.Registry, inf *engine.Informers, kube kubernetes.Interface, dyn dynamic.Interface) (*Driver, error) {
-	d := &Driver{kube: kube, dyn: dyn, pools: inf.For(simdevice.GVR), slices: inf.For(claims.SlicesGVR),
+	d := &Driver{kube: kube, dyn: dyn, inf: inf, pools: inf.For(simdevice.GVR), slices: inf.For(claims.SlicesGVR),
 		nodes: inf.For(claims.NodesGVR), expect: map[string]uint64{}}
 	if err := d.slices.AddIndexers(cache.Indexers{
 		byUID: labelIndex(func(l map[string]string) string { return l[simdevice.LabelSDPUID] }),
