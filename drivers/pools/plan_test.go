@@ -40,7 +40,7 @@ func stored(in []*resourcev1.ResourceSlice, gen int64) []*resourcev1.ResourceSli
 }
 
 func none(string) *resourcev1.ResourceSlice { return nil }
-func dead(string) bool                       { return false }
+func dead(string) bool                      { return false }
 
 func names(ss []*resourcev1.ResourceSlice) string {
 	var n []string
