@@ -242,10 +242,20 @@ func (r *runner) processNext(ctx context.Context) bool {
 	}
 	defer r.queue.Done(key)
 	r.e.o.Observer.QueueDepth(r.m.Name, r.queue.Len())
+	if ctx.Err() != nil {
+		// Shutting down: draining keys must not be synced with a cancelled context, which
+		// would count as errors and could even turn objects terminal.
+		return true
+	}
 	r.e.o.Observer.SyncStarted(r.m.Name)
 	start := time.Now()
 	at, err := r.sync(ctx, key)
-	r.e.o.Observer.SyncFinished(r.m.Name, time.Since(start), err)
+	var pending *PendingError
+	if errors.As(err, &pending) {
+		r.e.o.Observer.SyncFinished(r.m.Name, time.Since(start), nil) // waiting is not an error
+	} else {
+		r.e.o.Observer.SyncFinished(r.m.Name, time.Since(start), err)
+	}
 	r.handle(ctx, key, at, err)
 	return true
 }
@@ -265,6 +275,8 @@ func (r *runner) handle(ctx context.Context, key string, at *attempt, err error)
 		r.queue.Forget(key)
 		r.record(key, at, "pending", err, "")
 		r.requeueAfter(key, at.from)
+	case ctx.Err() != nil:
+		// Cut off by shutdown: the next leader picks the key up; nothing to count.
 	default:
 		class := Classify(err)
 		if !r.m.Backoff.IsTerminal(class) && r.queue.NumRequeues(key) < r.m.Backoff.MaxRetries {
