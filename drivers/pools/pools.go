@@ -348,6 +348,10 @@ func (d *Driver) patchFinalizers(ctx context.Context, obj *unstructured.Unstruct
 		return err
 	}
 	out, err := d.dyn.Resource(simdevice.GVR).Namespace(obj.GetNamespace()).Patch(ctx, obj.GetName(), types.MergePatchType, body, metav1.PatchOptions{})
+	if apierrors.IsNotFound(err) && obj.GetDeletionTimestamp() != nil {
+		// An earlier pass already let it go; the cache had not seen the deletion yet.
+		return nil
+	}
 	if err != nil {
 		return err
 	}
