@@ -377,6 +377,11 @@ func (r *runner) sync(ctx context.Context, key string) (*attempt, error) {
 			return at, err
 		}
 		at.to = f.Current()
+		// Actions that wrote the object itself (finalizers) hand back its new resourceVersion:
+		// wait for the cache to show it before deciding anything else about this object.
+		if rv := obj.GetResourceVersion(); rv != cached.(*unstructured.Unstructured).GetResourceVersion() {
+			r.expect(obj, rv)
+		}
 	}
 	if r.m.Status.Conditions && (ev != "" || !r.showsState(obj, at.to)) {
 		r.setConditions(obj, at.to, note)
