@@ -42,11 +42,11 @@ func TestDashboardRenders(t *testing.T) {
 		t.Fatalf("%v\nDOM:\n%s", err, dom)
 	}
 	for _, want := range []string{
-		"demo/gpus",        // SimulatedDevicePool of the pool
-		">gpu-0<",          // a device
-		">used<",           // claims
-		">waiting<",        //
-		`<svg viewBox=`,    // the graph
+		"demo/gpus",     // SimulatedDevicePool of the pool
+		">gpu-0<",       // a device
+		">used<",        // claims
+		">waiting<",     //
+		`<svg viewBox=`, // the graph
 		`id="badge-ready" class="badge badge-bad"`,
 		"Readiness: not_ready (kubernetes_api_unavailable)",
 		`id="badge-stream" class="badge badge-ok"`,
