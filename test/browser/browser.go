@@ -107,7 +107,8 @@ func RenderedDOM(ctx context.Context, url, ready string) (string, error) {
 		}
 	}
 	for {
-		v, err := eval("Boolean(" + ready + ")")
+		// The page may still be loading (no body yet): errors mean "not yet".
+		v, err := eval("(() => { try { return Boolean(" + ready + "); } catch (e) { return false; } })()")
 		if err != nil {
 			return "", err
 		}

@@ -46,6 +46,9 @@ type Options struct {
 	MaxStreams         int           // concurrent streams [512]
 	StreamWriteTimeout time.Duration // per write of a stream [10s]
 	ShutdownTimeout    time.Duration // graceful shutdown limit of Start [5s]
+	// ReadTimeout and WriteTimeout bound ordinary requests [10s, 30s]; streams clear both.
+	ReadTimeout  time.Duration
+	WriteTimeout time.Duration
 	// MaxChanges is the number of changes a change event lists before it only says truncated [100].
 	MaxChanges int
 	Now        func() time.Time
@@ -66,6 +69,8 @@ func (o *Options) defaults() {
 	def(&o.RetryHint, 2*time.Second)
 	def(&o.StreamWriteTimeout, 10*time.Second)
 	def(&o.ShutdownTimeout, 5*time.Second)
+	def(&o.ReadTimeout, 10*time.Second)
+	def(&o.WriteTimeout, 30*time.Second)
 	defInt(&o.RingSize, 256)
 	defInt(&o.ClientBuffer, 16)
 	defInt(&o.MaxStreams, 512)
@@ -186,8 +191,8 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	srv := &http.Server{
 		Handler:           s.handler,
 		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       10 * time.Second,
-		WriteTimeout:      30 * time.Second, // cleared by the stream handler
+		ReadTimeout:       s.o.ReadTimeout,
+		WriteTimeout:      s.o.WriteTimeout, // both cleared by the stream handler
 		IdleTimeout:       60 * time.Second,
 		MaxHeaderBytes:    64 << 10,
 		BaseContext:       func(net.Listener) context.Context { return base },

@@ -591,3 +591,32 @@ func TestShutdownCancelsStreams(t *testing.T) {
 		t.Error("server still accepts requests")
 	}
 }
+
+// TestStreamOutlivesServerTimeouts: a stream served by Serve survives the read and write
+// timeouts of ordinary requests.
+func TestStreamOutlivesServerTimeouts(t *testing.T) {
+	s, err := New(Options{Heartbeat: 50 * time.Millisecond, ReadTimeout: 200 * time.Millisecond, WriteTimeout: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Publish(inventorytest.Healthy(), nil)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = s.Serve(ctx, ln) }()
+	_, r := openStream(t, "http://"+ln.Addr().String(), nil)
+	r.next(false)
+	deadline := time.Now().Add(time.Second)
+	for time.Now().Before(deadline) {
+		if m := r.next(true); !m.Comment {
+			t.Fatalf("unexpected %+v", m)
+		}
+	}
+	s.Publish(inventorytest.Healthy(), nil)
+	if ev := r.next(false); ev.ID != "2" {
+		t.Fatalf("after 1s: %+v", ev)
+	}
+}

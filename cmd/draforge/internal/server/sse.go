@@ -177,12 +177,18 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 	defer s.hub.unsubscribe(c)
 	// The server's write timeout does not apply to a stream; each write gets its own deadline
 	// instead, so a client that stops reading is dropped.
+	// The read deadline would otherwise end the stream too: the server's background read of
+	// the idle connection fails at the deadline and cancels the request.
 	_ = rc.SetWriteDeadline(time.Time{})
+	_ = rc.SetReadDeadline(time.Time{})
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
+	if r.Method == http.MethodHead {
+		return
+	}
 
 	var b bytes.Buffer
 	b.WriteString("retry: " + strconv.FormatInt(s.o.RetryHint.Milliseconds(), 10) + "\n\n")
