@@ -97,15 +97,21 @@ func (e *Engine) History(machineName, key string) []Record {
 	return nil
 }
 
+// Errors of State, for callers that map them to responses.
+var (
+	ErrUnknownMachine = errors.New("no machine")
+	ErrObjectNotFound = errors.New("not found in the cache")
+)
+
 // State derives the current state of the cached object with key, for read-only callers.
 func (e *Engine) State(ctx context.Context, machineName, key string) (string, error) {
 	r, ok := e.runners[machineName]
 	if !ok {
-		return "", fmt.Errorf("no machine %q", machineName)
+		return "", fmt.Errorf("%w %q", ErrUnknownMachine, machineName)
 	}
 	obj, exists, err := r.inf.GetStore().GetByKey(key)
 	if err != nil || !exists {
-		return "", fmt.Errorf("%s %s not found", machineName, key)
+		return "", fmt.Errorf("%s %s: %w", machineName, key, ErrObjectNotFound)
 	}
 	return r.derive(ctx, obj.(*unstructured.Unstructured))
 }

@@ -144,6 +144,8 @@ func runController(ctx context.Context, kf *kubeFlags, o *controllerOptions) err
 	mux.Handle("/healthz", live)
 	mux.Handle("/readyz", &health.Readiness{Kube: kube, Timeout: o.readyTimeout, Grace: o.readyGrace, Synced: informers.Synced})
 	mux.Handle("/metrics", m0.Handler())
+	// Read-only state and transition history of one object, for draforge serve --controller-url.
+	mux.Handle("GET /debug/machines/{machine}/{namespace}/{name}", eng.DebugHandler())
 	server := &health.Server{Addr: o.runtimeAddr, Handler: mux, ShutdownTimeout: o.shutdownWithin}
 
 	log.Info().Int("machines", len(machines)).Bool("leaderElect", o.leader.Enabled).Str("runtimeAddress", o.runtimeAddr).Msg("controller starting")
