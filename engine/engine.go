@@ -97,15 +97,21 @@ func (e *Engine) History(machineName, key string) []Record {
 	return nil
 }
 
+// Errors of State, for callers that map them to responses.
+var (
+	ErrUnknownMachine = errors.New("no machine")
+	ErrObjectNotFound = errors.New("not found in the cache")
+)
+
 // State derives the current state of the cached object with key, for read-only callers.
 func (e *Engine) State(ctx context.Context, machineName, key string) (string, error) {
 	r, ok := e.runners[machineName]
 	if !ok {
-		return "", fmt.Errorf("no machine %q", machineName)
+		return "", fmt.Errorf("%w %q", ErrUnknownMachine, machineName)
 	}
 	obj, exists, err := r.inf.GetStore().GetByKey(key)
 	if err != nil || !exists {
-		return "", fmt.Errorf("%s %s not found", machineName, key)
+		return "", fmt.Errorf("%s %s: %w", machineName, key, ErrObjectNotFound)
 	}
 	return r.derive(ctx, obj.(*unstructured.Unstructured))
 }
@@ -141,7 +147,7 @@ func newRunner(e *Engine, m *machine.Machine) (*runner, error) {
 	}
 	r.queue = workqueue.NewTypedRateLimitingQueueWithConfig[string](r.limiter,
 		workqueue.TypedRateLimitingQueueConfig[string]{Name: m.Name})
-	if _, err := r.inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	e.o.Informers.Notify(m.Resource, cache.ResourceEventHandlerFuncs{
 		AddFunc: r.enqueueObj,
 		UpdateFunc: func(old, cur any) {
 			// Resyncs and no-op updates carry the same resourceVersion: nothing to do.
@@ -151,9 +157,7 @@ func newRunner(e *Engine, m *machine.Machine) (*runner, error) {
 			r.enqueueObj(cur)
 		},
 		DeleteFunc: r.enqueueObj,
-	}); err != nil {
-		return nil, err
-	}
+	})
 	for _, t := range m.Triggers {
 		mapFn, err := r.triggerMapper(t)
 		if err != nil {
@@ -166,17 +170,18 @@ func newRunner(e *Engine, m *machine.Machine) (*runner, error) {
 				}
 			}
 		}
-		inf := e.o.Informers.For(t.Resource)
-		if t.Name != "" {
-			inf = e.o.Informers.ForName(t.Resource, t.Name)
-		}
-		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		h := cache.ResourceEventHandlerFuncs{
 			AddFunc:    handler,
 			UpdateFunc: func(_, cur any) { handler(cur) },
 			DeleteFunc: handler,
-		}); err != nil {
-			return nil, err
 		}
+		if t.Name != "" {
+			if _, err := e.o.Informers.ForName(t.Resource, t.Name).AddEventHandler(h); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		e.o.Informers.Notify(t.Resource, h)
 	}
 	return r, nil
 }
@@ -250,10 +255,20 @@ func (r *runner) processNext(ctx context.Context) bool {
 	}
 	defer r.queue.Done(key)
 	r.e.o.Observer.QueueDepth(r.m.Name, r.queue.Len())
+	if ctx.Err() != nil {
+		// Shutting down: draining keys must not be synced with a cancelled context, which
+		// would count as errors and could even turn objects terminal.
+		return true
+	}
 	r.e.o.Observer.SyncStarted(r.m.Name)
 	start := time.Now()
 	at, err := r.sync(ctx, key)
-	r.e.o.Observer.SyncFinished(r.m.Name, time.Since(start), err)
+	var pending *PendingError
+	if errors.As(err, &pending) {
+		r.e.o.Observer.SyncFinished(r.m.Name, time.Since(start), nil) // waiting is not an error
+	} else {
+		r.e.o.Observer.SyncFinished(r.m.Name, time.Since(start), err)
+	}
 	r.handle(ctx, key, at, err)
 	return true
 }
@@ -273,6 +288,8 @@ func (r *runner) handle(ctx context.Context, key string, at *attempt, err error)
 		r.queue.Forget(key)
 		r.record(key, at, "pending", err, "")
 		r.requeueAfter(key, at.from)
+	case ctx.Err() != nil:
+		// Cut off by shutdown: the next leader picks the key up; nothing to count.
 	default:
 		class := Classify(err)
 		if !r.m.Backoff.IsTerminal(class) && r.queue.NumRequeues(key) < r.m.Backoff.MaxRetries {
@@ -373,6 +390,11 @@ func (r *runner) sync(ctx context.Context, key string) (*attempt, error) {
 			return at, err
 		}
 		at.to = f.Current()
+		// Actions that wrote the object itself (finalizers) hand back its new resourceVersion:
+		// wait for the cache to show it before deciding anything else about this object.
+		if rv := obj.GetResourceVersion(); rv != cached.(*unstructured.Unstructured).GetResourceVersion() {
+			r.expect(obj, rv)
+		}
 	}
 	if r.m.Status.Conditions && (ev != "" || !r.showsState(obj, at.to)) {
 		r.setConditions(obj, at.to, note)

@@ -28,6 +28,9 @@ type Informers struct {
 	// "gvr/name"; each has its own factory because the selector applies factory-wide.
 	named     map[string]cache.SharedIndexInformer
 	factories []dynamicinformer.DynamicSharedInformerFactory
+	// dispatch runs every handler of one informer in one goroutine, feeders first, so a
+	// machine triggered by an event reads driver stores that already contain it.
+	dispatch map[schema.GroupVersionResource]*dispatcher
 }
 
 // NewInformers returns informers over client with no periodic resync: the engine is event-driven.
@@ -39,6 +42,7 @@ func NewInformers(client dynamic.Interface) *Informers {
 		byGVR:     map[schema.GroupVersionResource]cache.SharedIndexInformer{},
 		named:     map[string]cache.SharedIndexInformer{},
 		factories: []dynamicinformer.DynamicSharedInformerFactory{f},
+		dispatch:  map[schema.GroupVersionResource]*dispatcher{},
 	}
 }
 
@@ -71,8 +75,62 @@ func (i *Informers) For(gvr schema.GroupVersionResource) cache.SharedIndexInform
 	}
 	inf := i.factory.ForResource(gvr).Informer()
 	_ = inf.SetTransform(stripManagedFields)
-	i.byGVR[gvr] = inf
+	d := &dispatcher{}
+	_, _ = inf.AddEventHandler(d)
+	i.byGVR[gvr], i.dispatch[gvr] = inf, d
 	return inf
+}
+
+// Feed registers a handler that keeps a driver's own store up to date; feeders of an informer
+// run before its Notify handlers. Call it before Start.
+func (i *Informers) Feed(gvr schema.GroupVersionResource, h cache.ResourceEventHandler) {
+	i.For(gvr)
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	i.dispatch[gvr].add(h, true)
+}
+
+// Notify registers a handler that reacts to changes (enqueues work). Call it before Start.
+func (i *Informers) Notify(gvr schema.GroupVersionResource, h cache.ResourceEventHandler) {
+	i.For(gvr)
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	i.dispatch[gvr].add(h, false)
+}
+
+type dispatcher struct {
+	mu       sync.RWMutex
+	handlers []cache.ResourceEventHandler
+	feeders  int // handlers[:feeders] are feeders
+}
+
+func (d *dispatcher) add(h cache.ResourceEventHandler, feeder bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if feeder {
+		d.handlers = append(d.handlers[:d.feeders], append([]cache.ResourceEventHandler{h}, d.handlers[d.feeders:]...)...)
+		d.feeders++
+		return
+	}
+	d.handlers = append(d.handlers, h)
+}
+
+func (d *dispatcher) each(fn func(cache.ResourceEventHandler)) {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	for _, h := range d.handlers {
+		fn(h)
+	}
+}
+
+func (d *dispatcher) OnAdd(obj any, initial bool) {
+	d.each(func(h cache.ResourceEventHandler) { h.OnAdd(obj, initial) })
+}
+func (d *dispatcher) OnUpdate(old, cur any) {
+	d.each(func(h cache.ResourceEventHandler) { h.OnUpdate(old, cur) })
+}
+func (d *dispatcher) OnDelete(obj any) {
+	d.each(func(h cache.ResourceEventHandler) { h.OnDelete(obj) })
 }
 
 // Start runs every informer created so far and waits for their caches to fill.
@@ -162,9 +220,9 @@ func Typed[T any](obj any) (*T, bool) {
 	return out, true
 }
 
-// Feed registers add/update/delete callbacks of typed objects on an informer.
-func Feed[T any](inf cache.SharedIndexInformer, upsert, remove func(*T)) error {
-	_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+// Feed keeps a typed store up to date from the informer of gvr (see Informers.Feed).
+func Feed[T any](i *Informers, gvr schema.GroupVersionResource, upsert, remove func(*T)) {
+	i.Feed(gvr, cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
 			if t, ok := Typed[T](obj); ok {
 				upsert(t)
@@ -181,5 +239,4 @@ func Feed[T any](inf cache.SharedIndexInformer, upsert, remove func(*T)) error {
 			}
 		},
 	})
-	return err
 }

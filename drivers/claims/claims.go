@@ -53,17 +53,11 @@ func Register(reg *engine.Registry, inf *engine.Informers, kube kubernetes.Inter
 		}
 	}
 	a := d.Allocator
-	for _, err := range []error{
-		engine.Feed(inf.For(SlicesGVR), a.UpsertSlice, a.DeleteSlice),
-		engine.Feed(inf.For(ClassesGVR), a.UpsertClass, a.DeleteClass),
-		engine.Feed(inf.For(ClaimsGVR), a.UpsertClaim, a.DeleteClaim),
-		engine.Feed(inf.For(NodesGVR), a.UpsertNode, a.DeleteNode),
-		engine.Feed(inf.For(PodsGVR), d.Pods.Upsert, d.Pods.Delete),
-	} {
-		if err != nil {
-			return nil, err
-		}
-	}
+	engine.Feed(inf, SlicesGVR, a.UpsertSlice, a.DeleteSlice)
+	engine.Feed(inf, ClassesGVR, a.UpsertClass, a.DeleteClass)
+	engine.Feed(inf, ClaimsGVR, a.UpsertClaim, a.DeleteClaim)
+	engine.Feed(inf, NodesGVR, a.UpsertNode, a.DeleteNode)
+	engine.Feed(inf, PodsGVR, d.Pods.Upsert, d.Pods.Delete)
 	reg.Observation("claimNeedsSimulatedAllocation", d.needsAllocation)
 	reg.Action("allocateClaim", d.allocate)
 	reg.Mapper("podClaims", podClaims)

@@ -41,6 +41,7 @@ const (
 type Driver struct {
 	kube   kubernetes.Interface
 	dyn    dynamic.Interface
+	inf    *engine.Informers
 	pools  cache.SharedIndexInformer
 	slices cache.SharedIndexInformer
 	nodes  cache.SharedIndexInformer
@@ -55,7 +56,7 @@ type Driver struct {
 
 // Register adds the driver's indexes to the informers and its functions to reg.
 func Register(reg *engine.Registry, inf *engine.Informers, kube kubernetes.Interface, dyn dynamic.Interface) (*Driver, error) {
-	d := &Driver{kube: kube, dyn: dyn, pools: inf.For(simdevice.GVR), slices: inf.For(claims.SlicesGVR),
+	d := &Driver{kube: kube, dyn: dyn, inf: inf, pools: inf.For(simdevice.GVR), slices: inf.For(claims.SlicesGVR),
 		nodes: inf.For(claims.NodesGVR), crds: inf.ForName(CRDGVR, CRDName), now: time.Now, expect: map[string]uint64{}}
 	if err := d.slices.AddIndexers(cache.Indexers{
 		byUID: labelIndex(func(l map[string]string) string { return l[simdevice.LabelSDPUID] }),
@@ -356,6 +357,10 @@ func (d *Driver) patchFinalizers(ctx context.Context, obj *unstructured.Unstruct
 		return err
 	}
 	out, err := d.dyn.Resource(simdevice.GVR).Namespace(obj.GetNamespace()).Patch(ctx, obj.GetName(), types.MergePatchType, body, metav1.PatchOptions{})
+	if apierrors.IsNotFound(err) && obj.GetDeletionTimestamp() != nil {
+		// An earlier pass already let it go; the cache had not seen the deletion yet.
+		return nil
+	}
 	if err != nil {
 		return err
 	}

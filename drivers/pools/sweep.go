@@ -9,6 +9,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 
+	"github.com/draforge/draforge/drivers/claims"
 	"github.com/draforge/draforge/drivers/simdevice"
 )
 
@@ -31,13 +32,11 @@ func (d *Driver) Sweeper() (*Sweeper, error) {
 			s.queue.Add(u.GetName())
 		}
 	}
-	if _, err := d.slices.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	d.inf.Notify(claims.SlicesGVR, cache.ResourceEventHandlerFuncs{
 		AddFunc: enqueue, UpdateFunc: func(_, o any) { enqueue(o) },
-	}); err != nil {
-		return nil, err
-	}
+	})
 	// A deleted pool orphans its slices only if they are still there; re-check them.
-	if _, err := d.pools.AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: func(obj any) {
+	d.inf.Notify(simdevice.GVR, cache.ResourceEventHandlerFuncs{DeleteFunc: func(obj any) {
 		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 			obj = t.Obj
 		}
@@ -47,9 +46,7 @@ func (d *Driver) Sweeper() (*Sweeper, error) {
 				enqueue(o)
 			}
 		}
-	}}); err != nil {
-		return nil, err
-	}
+	}})
 	return s, nil
 }
 

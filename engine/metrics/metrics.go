@@ -60,8 +60,7 @@ func New() *Metrics {
 			Help: "Ready items waiting in each workqueue; delayed retries are not included until ready."}, []string{"pipeline"}),
 		transitions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "draforge_controller_transitions_total",
 			Help: "State machine transitions fired, by machine, source and target state and event."}, []string{"machine", "from", "to", "event"}),
-		RESTRequests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "rest_client_requests_total",
-			Help: "Number of HTTP requests made by client-go, partitioned by status code, method, and host."}, []string{"code", "method", "host"}),
+		RESTRequests: newRESTRequests(),
 	}
 	r.MustRegister(m.Leader, m.reconcileErrors, m.retries, m.terminal, m.syncAttempts, m.syncSeconds, m.syncDuration,
 		m.inFlight, m.queueDepth, m.transitions, m.RESTRequests,
@@ -125,6 +124,23 @@ func (m *Metrics) QueueDepth(p string, n int) { m.queueDepth.WithLabelValues(p).
 // Handler serves the registry in the Prometheus text format.
 func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{Registry: m.Registry})
+}
+
+func newRESTRequests() *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{Name: "rest_client_requests_total",
+		Help: "Number of HTTP requests made by client-go, partitioned by status code, method, and host."}, []string{"code", "method", "host"})
+}
+
+// RegisterRESTClient registers client-go's rest_client_requests_total{code,method,host} on r
+// and routes this process's client-go request results into it, for processes other than the
+// controller (draforge serve) that want API cost attributed without the controller series.
+func RegisterRESTClient(r prometheus.Registerer) (*prometheus.CounterVec, error) {
+	v := newRESTRequests()
+	if err := r.Register(v); err != nil {
+		return nil, err
+	}
+	routeClientGo(v)
+	return v, nil
 }
 
 // client-go accepts one registration per process; later Metrics values share the first

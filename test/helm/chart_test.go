@@ -442,6 +442,7 @@ func TestRBACLeastPrivilege(t *testing.T) {
 			"|pods":                                    rw,
 			"|namespaces":                              rw,
 			"|events":                                  {"list"},
+			"apiextensions.k8s.io|customresourcedefinitions#simulateddevicepools.draforge.oaslananka": {"get"},
 		}},
 	}
 	for _, c := range cases {

@@ -85,7 +85,7 @@ func FreeAddr(t testing.TB) string {
 	return "127.0.0.1:" + strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
 }
 
-// Controller is a running `draforge controller` process.
+// Controller is a running `draforge controller` (or `draforge serve`) process.
 type Controller struct {
 	Cmd     *exec.Cmd
 	Addr    string
@@ -103,6 +103,10 @@ type ControllerSpec struct {
 	Args       []string
 	// NoWait returns right after the start instead of waiting for /readyz 200.
 	NoWait bool
+	// Subcommand is "controller" when empty; "serve" runs the API server (same probes).
+	Subcommand string
+	// AddrFlag is the listen-address flag, "--runtime-address" when empty ("--address" for serve).
+	AddrFlag string
 }
 
 // StartController runs `draforge controller` against kubeconfig; it is killed at test end.
@@ -117,10 +121,16 @@ func Run(t *testing.T, spec ControllerSpec) *Controller {
 	if spec.Bin == "" {
 		spec.Bin = DraforgeBinary(t)
 	}
+	if spec.Subcommand == "" {
+		spec.Subcommand = "controller"
+	}
+	if spec.AddrFlag == "" {
+		spec.AddrFlag = "--runtime-address"
+	}
 	addr := FreeAddr(t)
 	c := &Controller{Addr: addr, log: &bytes.Buffer{}, logMu: &sync.Mutex{}, Exited: make(chan struct{})}
-	c.Cmd = exec.Command(spec.Bin, append([]string{"controller", "--kubeconfig", spec.Kubeconfig,
-		"--runtime-address", addr, "--log-level", "debug"}, spec.Args...)...)
+	c.Cmd = exec.Command(spec.Bin, append([]string{spec.Subcommand, "--kubeconfig", spec.Kubeconfig,
+		spec.AddrFlag, addr, "--log-level", "debug"}, spec.Args...)...)
 	pr, pw := io.Pipe()
 	c.Cmd.Stdout, c.Cmd.Stderr = pw, pw
 	if err := c.Cmd.Start(); err != nil {
@@ -144,7 +154,7 @@ func Run(t *testing.T, spec ControllerSpec) *Controller {
 		c.Signal(syscall.SIGKILL)
 		<-c.Exited
 		if t.Failed() {
-			t.Logf("controller %s log:\n%s", addr, c.Log())
+			t.Logf("%s %s log:\n%s", spec.Subcommand, addr, c.Log())
 		}
 	})
 	if !spec.NoWait {

@@ -141,6 +141,8 @@ func runController(ctx context.Context, kf *kubeFlags, o *controllerOptions) err
 		m0.Leader.Set(1)
 	}
 	mux := runtimeHandler(live, &health.Readiness{Kube: kube, Timeout: o.readyTimeout, Grace: o.readyGrace, Synced: informers.Synced}, m0)
+	// Read-only state and transition history of one object, for draforge serve --controller-url.
+	mux.Handle("GET /debug/machines/{machine}/{namespace}/{name}", eng.DebugHandler())
 	server := &health.Server{Addr: o.runtimeAddr, Handler: mux, ShutdownTimeout: o.shutdownWithin}
 
 	log.Info().Int("machines", len(machines)).Bool("leaderElect", o.leader.Enabled).Str("runtimeAddress", o.runtimeAddr).Msg("controller starting")
@@ -163,7 +165,7 @@ func runController(ctx context.Context, kf *kubeFlags, o *controllerOptions) err
 }
 
 // runtimeHandler is the controller's runtime HTTP surface: /healthz, /readyz and /metrics.
-func runtimeHandler(live health.Liveness, ready *health.Readiness, m *metrics.Metrics) http.Handler {
+func runtimeHandler(live health.Liveness, ready *health.Readiness, m *metrics.Metrics) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.Handle("/healthz", live)
 	mux.Handle("/readyz", ready)

@@ -9,12 +9,14 @@ import (
 	"slices"
 	"strings"
 
+	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 	utilversion "k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/dynamic-resource-allocation/cel"
 	"k8s.io/utils/ptr"
 
 	"github.com/draforge/draforge/cmd/draforge/internal/inventory"
+	"github.com/draforge/draforge/drivers/simdevice"
 )
 
 // Status of a check.
@@ -326,13 +328,24 @@ func checkDuplicateDevices(s *inventory.Snapshot) Result {
 }
 
 func checkOrphanedClaims(s *inventory.Snapshot) Result {
+	simulated := map[string]bool{} // driver/pool published by a SimulatedDevicePool
+	for _, sl := range s.Slices {
+		if sl.Labels[simdevice.LabelSDPUID] != "" {
+			simulated[sl.Spec.Driver+"/"+sl.Spec.Pool.Name] = true
+		}
+	}
 	var ev []string
+	standalone := 0
 	for _, c := range s.Claims {
 		if c.Status.Allocation == nil || len(c.Status.ReservedFor) > 0 || c.DeletionTimestamp != nil {
 			continue
 		}
 		if len(inventory.ClaimPods(s, c)) > 0 {
 			continue // a pod uses it; the scheduler reserves it when the pod is scheduled
+		}
+		if len(c.OwnerReferences) == 0 && simulatedOnly(c, simulated) {
+			standalone++ // a standalone claim the simulator allocated: that is what it is for
+			continue
 		}
 		owner := "no owner"
 		for _, ref := range c.OwnerReferences {
@@ -346,7 +359,20 @@ func checkOrphanedClaims(s *inventory.Snapshot) Result {
 		return Result{Status: Warn, Message: fmt.Sprintf("%d allocated claims without consumers", len(ev)), Evidence: ev,
 			Remediation: "delete claims that are no longer needed to free their devices, or create the pods that consume them"}
 	}
+	if standalone > 0 {
+		return Result{Status: Pass, Message: fmt.Sprintf("every allocated claim has a consumer or an owner pod, except %d standalone claims allocated on simulated devices", standalone)}
+	}
 	return Result{Status: Pass, Message: "every allocated claim has a consumer or an owner pod"}
+}
+
+// simulatedOnly reports whether every device of the claim's allocation is simulated.
+func simulatedOnly(c *resourcev1.ResourceClaim, simulated map[string]bool) bool {
+	for _, r := range c.Status.Allocation.Devices.Results {
+		if !simulated[r.Driver+"/"+r.Pool] {
+			return false
+		}
+	}
+	return len(c.Status.Allocation.Devices.Results) > 0
 }
 
 func checkSliceNodes(s *inventory.Snapshot) Result {

@@ -1,12 +1,14 @@
 package doctor
 
 import (
+	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/draforge/draforge/cmd/draforge/internal/inventory"
 	it "github.com/draforge/draforge/cmd/draforge/internal/inventory/inventorytest"
+	"github.com/draforge/draforge/drivers/simdevice"
 )
 
 func goodFacts() Facts {
@@ -72,6 +74,9 @@ func TestEachCheckFails(t *testing.T) {
 		{id: IDOrphanedClaims, want: Warn, breakS: func(s *inventory.Snapshot) {
 			s.Claims[0].Status.ReservedFor = nil
 			s.Pods = nil
+			for _, sl := range s.Slices { // devices of a real driver, not simulated ones
+				delete(sl.Labels, simdevice.LabelSDPUID)
+			}
 		}},
 		{id: IDSliceNodes, want: Fail, breakS: func(s *inventory.Snapshot) { s.Nodes = s.Nodes[:1] }},
 		{id: IDPodClaimRefs, want: Warn, breakS: func(s *inventory.Snapshot) { s.Claims = s.Claims[1:] }},
@@ -117,6 +122,18 @@ func TestOrphanCheckIgnoresPodsThatUseTheClaim(t *testing.T) {
 	s.Claims[0].OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: "worker", UID: s.Pods[0].UID, Controller: ptrTrue()}}
 	if res := result(t, Run(s, goodFacts()), IDOrphanedClaims); res.Status != Pass {
 		t.Fatalf("owner pod: got %s: %v", res.Status, res.Evidence)
+	}
+}
+
+// TestOrphanCheckAcceptsStandaloneSimulatedClaims: the simulator exists to allocate claims no
+// pod consumes; on simulated devices that is not an orphan.
+func TestOrphanCheckAcceptsStandaloneSimulatedClaims(t *testing.T) {
+	s := it.Healthy()
+	s.Claims[0].Status.ReservedFor = nil
+	s.Pods = nil
+	res := result(t, Run(s, goodFacts()), IDOrphanedClaims)
+	if res.Status != Pass || !strings.Contains(res.Message, "1 standalone claims allocated on simulated devices") {
+		t.Fatalf("got %s: %s", res.Status, res.Message)
 	}
 }
 

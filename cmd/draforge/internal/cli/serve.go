@@ -1,0 +1,209 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/spf13/cobra"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/draforge/draforge/cmd/draforge/internal/doctor"
+	"github.com/draforge/draforge/cmd/draforge/internal/server"
+	"github.com/draforge/draforge/drivers"
+	"github.com/draforge/draforge/engine"
+	"github.com/draforge/draforge/engine/health"
+	"github.com/draforge/draforge/engine/logging"
+	"github.com/draforge/draforge/engine/machine"
+	"github.com/draforge/draforge/engine/metrics"
+)
+
+type serveOptions struct {
+	addr            string
+	logLevel        string
+	corsOrigins     []string
+	controllerURL   string
+	machinesDir     string
+	qps             float32
+	burst           int
+	readyTimeout    time.Duration
+	readyGrace      time.Duration
+	shutdownWithin  time.Duration
+	doctorInterval  time.Duration
+	rebuildInterval time.Duration
+	heartbeat       time.Duration
+}
+
+func newServe(kf *kubeFlags) *cobra.Command {
+	o := &serveOptions{}
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Serve the read-only HTTP API, the event stream and the dashboard",
+		Long: `Serve watches SimulatedDevicePools, ResourceSlices, DeviceClasses, ResourceClaims, Pods and
+Nodes with informers and answers every request from the newest snapshot of their caches; it never
+lists from the API server per request. Doctor facts (discovery, the CRD, the controller) are
+gathered every --doctor-interval. Machine states are derived from the caches; their transition
+history lives in the controller and is included when --controller-url is set.
+
+The API is read-only and has no authentication: keep it behind a port-forward, a NetworkPolicy or
+an authenticating proxy. CORS is not an authentication boundary.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runServe(cmd.Context(), kf, o) },
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.addr, "address", ":8080", "listen address of the API, dashboard, /healthz, /readyz and /metrics")
+	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+	f.StringSliceVar(&o.corsOrigins, "cors-allowed-origins", nil, "exact origins (scheme://host[:port], comma-separated) allowed to read the API cross-origin; none by default, no wildcard")
+	f.StringVar(&o.controllerURL, "controller-url", "", "base URL of the controller's runtime address, e.g. http://127.0.0.1:8082 (machine history and the doctor's controller check)")
+	f.StringVar(&o.machinesDir, "machines", "", "directory of CUE machine files overriding the embedded ones (use the controller's)")
+	f.Float32Var(&o.qps, "kube-api-qps", 20, "client-side QPS limit towards the API server")
+	f.IntVar(&o.burst, "kube-api-burst", 40, "client-side burst towards the API server")
+	f.DurationVar(&o.readyTimeout, "readiness-timeout", 2*time.Second, "bound of the /readyz API call")
+	f.DurationVar(&o.readyGrace, "readiness-grace-period", 15*time.Second, "how long /readyz stays 200 degraded after the last success")
+	f.DurationVar(&o.shutdownWithin, "shutdown-timeout", 5*time.Second, "graceful shutdown limit after SIGINT/SIGTERM (streams are cancelled at once)")
+	f.DurationVar(&o.doctorInterval, "doctor-interval", 30*time.Second, "how often doctor facts (discovery, CRD, controller) are gathered")
+	f.DurationVar(&o.rebuildInterval, "snapshot-interval", 250*time.Millisecond, "minimum time between two snapshot rebuilds")
+	f.DurationVar(&o.heartbeat, "stream-heartbeat", 15*time.Second, "interval of the event stream's heartbeat comments")
+	_ = f.MarkHidden("snapshot-interval")
+	_ = f.MarkHidden("stream-heartbeat")
+	return cmd
+}
+
+func (o *serveOptions) validate() error {
+	var errs []error
+	if o.readyTimeout <= 0 {
+		errs = append(errs, errors.New("--readiness-timeout must be positive"))
+	}
+	if o.readyGrace < 0 {
+		errs = append(errs, errors.New("--readiness-grace-period must not be negative"))
+	}
+	if o.shutdownWithin <= 0 {
+		errs = append(errs, errors.New("--shutdown-timeout must be positive"))
+	}
+	if o.doctorInterval <= 0 || o.rebuildInterval <= 0 || o.heartbeat <= 0 {
+		errs = append(errs, errors.New("--doctor-interval, --snapshot-interval and --stream-heartbeat must be positive"))
+	}
+	if _, err := server.ParseOrigins(o.corsOrigins); err != nil {
+		errs = append(errs, fmt.Errorf("--cors-allowed-origins: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+func runServe(ctx context.Context, kf *kubeFlags, o *serveOptions) error {
+	if err := o.validate(); err != nil {
+		return err
+	}
+	log, err := logging.New(os.Stderr, o.logLevel)
+	if err != nil {
+		return err
+	}
+	cfg, err := kf.config()
+	if err != nil {
+		return err
+	}
+	cfg.QPS, cfg.Burst = o.qps, o.burst
+	cfg.UserAgent = "draforge-serve/" + Version
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	// Discovery and CRD reads of the doctor facts get their own bound.
+	factsCfg := rest.CopyConfig(cfg)
+	factsCfg.Timeout = 10 * time.Second
+	factsKube, err := kubernetes.NewForConfig(factsCfg)
+	if err != nil {
+		return err
+	}
+	factsDyn, err := dynamic.NewForConfig(factsCfg)
+	if err != nil {
+		return err
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if _, err := metrics.RegisterRESTClient(reg); err != nil {
+		return err
+	}
+
+	informers := engine.NewInformers(dyn)
+	// The machines and drivers of the controller, over the same informers, only to derive
+	// states: the engine is never run, so no action (no write) ever happens here.
+	machReg := engine.NewRegistry()
+	if _, err := drivers.Register(machReg, drivers.Deps{Kube: kube, Dynamic: dyn, Informers: informers,
+		Metrics: prometheus.NewRegistry(), Log: log}); err != nil {
+		return err
+	}
+	var machines []*machine.Machine
+	if o.machinesDir != "" {
+		machines, err = machine.LoadDir(o.machinesDir, machReg.Names())
+	} else {
+		machines, err = machine.Default(machReg.Names())
+	}
+	if err != nil {
+		return fmt.Errorf("load machines:\n%w", err)
+	}
+	eng, err := engine.New(engine.Options{Dynamic: dyn, Informers: informers, Registry: machReg, Machines: machines, Log: log})
+	if err != nil {
+		return err
+	}
+	httpClient := &http.Client{Timeout: 5 * time.Second}
+
+	var srv *server.Server
+	ready := &health.Readiness{Kube: kube, Timeout: o.readyTimeout, Grace: o.readyGrace,
+		Synced: func() bool { return informers.Synced() && srv.Ready() }}
+	srv, err = server.New(server.Options{
+		Addr: o.addr, Log: log, Version: Version, AllowedOrigins: o.corsOrigins,
+		Readiness: ready, Liveness: health.Liveness{}, Registry: reg,
+		Machines:        &server.EngineMachines{Engine: eng, ControllerURL: o.controllerURL, HTTP: httpClient},
+		Heartbeat:       o.heartbeat,
+		ShutdownTimeout: o.shutdownWithin,
+	})
+	if err != nil {
+		return err
+	}
+	watcher := &server.Watcher{Informers: informers, Server: srv, Interval: o.rebuildInterval}
+	if err := watcher.Register(); err != nil {
+		return err
+	}
+	facts := engine.PluginFunc(func(ctx context.Context) error {
+		for {
+			gctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+			srv.SetFacts(doctor.Gather(gctx, doctor.GatherOptions{Discovery: factsKube.Discovery(), Dynamic: factsDyn,
+				ControllerURL: o.controllerURL, HTTP: httpClient}))
+			cancel()
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(o.doctorInterval):
+			}
+		}
+	})
+
+	log.Info().Str("address", o.addr).Int("corsOrigins", len(o.corsOrigins)).Bool("controllerURL", o.controllerURL != "").Msg("serve starting")
+	done := make(chan error, 1)
+	go func() { done <- engine.RunPlugins(ctx, nil, srv, informers.Plugin(), watcher, facts) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+	}
+	log.Info().Dur("within", o.shutdownWithin).Msg("shutting down")
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(o.shutdownWithin + time.Second):
+		log.Warn().Msg("shutdown timeout reached; exiting")
+		return nil
+	}
+}

@@ -1,0 +1,159 @@
+package server
+
+import (
+	"cmp"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/draforge/draforge/cmd/draforge/internal/doctor"
+	"github.com/draforge/draforge/cmd/draforge/internal/graph"
+	"github.com/draforge/draforge/cmd/draforge/internal/inventory"
+)
+
+// Change is one object change that led to a new snapshot.
+type Change struct {
+	Kind      string `json:"kind"`
+	Namespace string `json:"namespace,omitempty"`
+	Name      string `json:"name"`
+	// Op is add, update or delete.
+	Op string `json:"op"`
+}
+
+// Change operations.
+const (
+	OpAdd    = "add"
+	OpUpdate = "update"
+	OpDelete = "delete"
+)
+
+// view is one published snapshot and the views derived from it. Everything is computed once per
+// snapshot (eagerly for the cheap views, lazily for the graph), never per request.
+type view struct {
+	version uint64
+	builtAt time.Time
+	snap    *inventory.Snapshot
+	pools   []inventory.PoolView // without device lists
+	devices []inventory.DeviceView
+	claims  []inventory.ClaimView
+	counts  Counts
+
+	graphOnce sync.Once
+	graph     *graph.Graph
+}
+
+// Counts are the object counts of a snapshot.
+type Counts struct {
+	SimulatedDevicePools int            `json:"simulatedDevicePools"`
+	Pools                int            `json:"pools"`
+	ResourceSlices       int            `json:"resourceSlices"`
+	Devices              int            `json:"devices"`
+	TaintedDevices       int            `json:"taintedDevices"`
+	AllocatedDevices     int            `json:"allocatedDevices"`
+	DeviceClasses        int            `json:"deviceClasses"`
+	Claims               int            `json:"claims"`
+	ClaimStates          map[string]int `json:"claimStates"`
+	PoolHealth           map[string]int `json:"poolHealth"`
+	Pods                 int            `json:"pods"`
+	Nodes                int            `json:"nodes"`
+}
+
+func newView(version uint64, at time.Time, s *inventory.Snapshot) *view {
+	v := &view{version: version, builtAt: at.UTC(), snap: s}
+	full := inventory.Pools(s, true)
+	v.pools = make([]inventory.PoolView, 0, len(full))
+	v.devices = []inventory.DeviceView{}
+	for _, p := range full {
+		v.devices = append(v.devices, p.DeviceList...)
+		p.DeviceList = nil
+		v.pools = append(v.pools, p)
+	}
+	slices.SortStableFunc(v.devices, func(a, b inventory.DeviceView) int {
+		return cmp.Or(cmp.Compare(a.Driver, b.Driver), cmp.Compare(a.Pool, b.Pool))
+	})
+	v.claims = inventory.Claims(s)
+	c := Counts{SimulatedDevicePools: len(s.Pools), Pools: len(v.pools), ResourceSlices: len(s.Slices),
+		Devices: len(v.devices), DeviceClasses: len(s.Classes), Claims: len(v.claims), Pods: len(s.Pods),
+		Nodes: len(s.Nodes), ClaimStates: map[string]int{}, PoolHealth: map[string]int{}}
+	for _, p := range v.pools {
+		c.TaintedDevices += p.Tainted
+		c.AllocatedDevices += p.Allocated
+		c.PoolHealth[p.Health]++
+	}
+	for _, cl := range v.claims {
+		c.ClaimStates[cl.State]++
+	}
+	v.counts = c
+	return v
+}
+
+func (v *view) graphOf() *graph.Graph {
+	v.graphOnce.Do(func() { v.graph = graph.Build(v.snap) })
+	return v.graph
+}
+
+// store holds the current view and the doctor facts, and caches the doctor report per
+// (snapshot version, facts version).
+type store struct {
+	mu           sync.RWMutex
+	cur          *view
+	facts        doctor.Facts
+	factsAt      time.Time
+	factsVersion uint64
+
+	docMu      sync.Mutex
+	docKey     [2]uint64
+	docReport  *doctor.Report
+	docVersion uint64
+}
+
+func (st *store) current() *view {
+	st.mu.RLock()
+	defer st.mu.RUnlock()
+	return st.cur
+}
+
+func (st *store) set(v *view) {
+	st.mu.Lock()
+	st.cur = v
+	st.mu.Unlock()
+}
+
+func (st *store) setFacts(f doctor.Facts, at time.Time) {
+	st.mu.Lock()
+	st.facts, st.factsAt = f, at.UTC()
+	st.factsVersion++
+	st.mu.Unlock()
+}
+
+// DoctorReport is /api/doctor: the checks over the current snapshot and the last gathered facts.
+type DoctorReport struct {
+	*doctor.Report
+	SnapshotVersion uint64 `json:"snapshotVersion"`
+	// FactsGatheredAt is when discovery, the CRD and the controller were last probed (nil: not
+	// yet, so the checks that need them are reported from empty facts).
+	FactsGatheredAt *time.Time `json:"factsGatheredAt,omitempty"`
+}
+
+func (st *store) doctor(v *view) DoctorReport {
+	st.mu.RLock()
+	facts, at, fv := st.facts, st.factsAt, st.factsVersion
+	st.mu.RUnlock()
+	st.docMu.Lock()
+	defer st.docMu.Unlock()
+	key := [2]uint64{v.version, fv}
+	if st.docReport == nil || st.docKey != key {
+		st.docReport, st.docKey = doctor.Run(v.snap, facts), key
+	}
+	r := DoctorReport{Report: st.docReport, SnapshotVersion: v.version}
+	if !at.IsZero() {
+		r.FactsGatheredAt = &at
+	}
+	return r
+}
+
+func sortChanges(cs []Change) {
+	slices.SortFunc(cs, func(a, b Change) int {
+		return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name), cmp.Compare(a.Op, b.Op))
+	})
+}

@@ -1,0 +1,187 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/draforge/draforge/cmd/draforge/internal/inventory"
+	"github.com/draforge/draforge/drivers/simdevice"
+	"github.com/draforge/draforge/engine"
+)
+
+// The resources a snapshot is built from.
+var (
+	gvrSlices  = schema.GroupVersionResource{Group: "resource.k8s.io", Version: "v1", Resource: "resourceslices"}
+	gvrClasses = schema.GroupVersionResource{Group: "resource.k8s.io", Version: "v1", Resource: "deviceclasses"}
+	gvrClaims  = schema.GroupVersionResource{Group: "resource.k8s.io", Version: "v1", Resource: "resourceclaims"}
+	gvrPods    = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
+	gvrNodes   = schema.GroupVersionResource{Version: "v1", Resource: "nodes"}
+)
+
+// Watcher rebuilds the server's snapshot from informer caches after changes: at most once per
+// Interval, with the changes since the last build. It never lists from the API server itself.
+type Watcher struct {
+	Informers *engine.Informers
+	Server    *Server
+	// Interval is the minimum time between two rebuilds [250ms].
+	Interval time.Duration
+
+	infs    map[string]cache.SharedIndexInformer
+	mu      sync.Mutex
+	pending map[Change]struct{}
+	kick    chan struct{}
+}
+
+// Register creates the informers the snapshot needs (call before the informers start).
+func (wt *Watcher) Register() error {
+	if wt.Interval <= 0 {
+		wt.Interval = 250 * time.Millisecond
+	}
+	wt.kick = make(chan struct{}, 1)
+	wt.pending = map[Change]struct{}{}
+	wt.infs = map[string]cache.SharedIndexInformer{}
+	for kind, gvr := range map[string]schema.GroupVersionResource{
+		simdevice.Kind: simdevice.GVR, "ResourceSlice": gvrSlices, "DeviceClass": gvrClasses,
+		"ResourceClaim": gvrClaims, "Pod": gvrPods, "Node": gvrNodes,
+	} {
+		inf := wt.Informers.For(gvr)
+		wt.infs[kind] = inf
+		_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc: func(obj any) { wt.note(kind, obj, OpAdd) },
+			UpdateFunc: func(old, cur any) {
+				o, c := asUnstructured(old), asUnstructured(cur)
+				if o != nil && c != nil && o.GetResourceVersion() == c.GetResourceVersion() {
+					return
+				}
+				wt.note(kind, cur, OpUpdate)
+			},
+			DeleteFunc: func(obj any) { wt.note(kind, obj, OpDelete) },
+		})
+		if err != nil {
+			return fmt.Errorf("%s informer: %w", kind, err)
+		}
+	}
+	return nil
+}
+
+func asUnstructured(obj any) *unstructured.Unstructured {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	u, _ := obj.(*unstructured.Unstructured)
+	return u
+}
+
+func (wt *Watcher) note(kind string, obj any, op string) {
+	u := asUnstructured(obj)
+	if u == nil {
+		return
+	}
+	wt.mu.Lock()
+	wt.pending[Change{Kind: kind, Namespace: u.GetNamespace(), Name: u.GetName(), Op: op}] = struct{}{}
+	wt.mu.Unlock()
+	select {
+	case wt.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Start waits for the caches, publishes the first snapshot, then rebuilds after changes until
+// ctx ends. It is an engine.Plugin.
+func (wt *Watcher) Start(ctx context.Context) error {
+	if !wt.Informers.WaitSynced(ctx) {
+		return nil
+	}
+	wt.take() // the initial adds are the first snapshot, not changes
+	wt.Server.Publish(wt.build(), nil)
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-wt.kick:
+		}
+		changes := wt.take()
+		if len(changes) > 0 {
+			wt.Server.Publish(wt.build(), changes)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(wt.Interval):
+		}
+	}
+}
+
+// take returns and clears the pending changes, sorted and one per object (the last op wins,
+// except that add then delete is still reported as a delete).
+func (wt *Watcher) take() []Change {
+	wt.mu.Lock()
+	defer wt.mu.Unlock()
+	byObj := map[Change]string{}
+	for c := range wt.pending {
+		k := Change{Kind: c.Kind, Namespace: c.Namespace, Name: c.Name}
+		if prev, ok := byObj[k]; !ok || opRank(c.Op) > opRank(prev) {
+			byObj[k] = c.Op
+		}
+	}
+	clear(wt.pending)
+	out := make([]Change, 0, len(byObj))
+	for k, op := range byObj {
+		k.Op = op
+		out = append(out, k)
+	}
+	sortChanges(out)
+	return out
+}
+
+func opRank(op string) int {
+	switch op {
+	case OpDelete:
+		return 3
+	case OpAdd:
+		return 2
+	}
+	return 1
+}
+
+// build converts the cache contents into a sorted Snapshot.
+func (wt *Watcher) build() *inventory.Snapshot {
+	s := &inventory.Snapshot{}
+	for _, obj := range wt.infs[simdevice.Kind].GetStore().List() {
+		u := asUnstructured(obj)
+		if u == nil {
+			continue
+		}
+		p, err := simdevice.FromUnstructured(u)
+		if err != nil {
+			s.Warnings = append(s.Warnings, err.Error())
+			continue
+		}
+		s.Pools = append(s.Pools, p)
+	}
+	s.Slices = typedList[resourcev1.ResourceSlice](wt.infs["ResourceSlice"])
+	s.Classes = typedList[resourcev1.DeviceClass](wt.infs["DeviceClass"])
+	s.Claims = typedList[resourcev1.ResourceClaim](wt.infs["ResourceClaim"])
+	s.Pods = typedList[corev1.Pod](wt.infs["Pod"])
+	s.Nodes = typedList[corev1.Node](wt.infs["Node"])
+	return s.Sort()
+}
+
+func typedList[T any](inf cache.SharedIndexInformer) []*T {
+	objs := inf.GetStore().List()
+	out := make([]*T, 0, len(objs))
+	for _, o := range objs {
+		if t, ok := engine.Typed[T](o); ok {
+			out = append(out, t)
+		}
+	}
+	return out
+}

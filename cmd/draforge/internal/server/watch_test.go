@@ -1,0 +1,101 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+
+	"github.com/draforge/draforge/drivers/simdevice"
+	"github.com/draforge/draforge/engine"
+)
+
+func claimObj(ns, name string) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+		"metadata": map[string]any{"namespace": ns, "name": name},
+		"spec": map[string]any{"devices": map[string]any{"requests": []any{map[string]any{
+			"name": "gpu", "exactly": map[string]any{"deviceClassName": "gpu", "allocationMode": "ExactCount", "count": int64(1)}}}}},
+	}}
+}
+
+// TestWatcher: the first snapshot comes from the synced caches without a change list; later
+// changes are coalesced into few rebuilds that list every changed object once.
+func TestWatcher(t *testing.T) {
+	node := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Node", "metadata": map[string]any{"name": "node-a"}}}
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
+		simdevice.GVR: simdevice.Kind + "List", gvrSlices: "ResourceSliceList", gvrClasses: "DeviceClassList",
+		gvrClaims: "ResourceClaimList", gvrPods: "PodList", gvrNodes: "NodeList",
+	}, node, claimObj("demo", "first"))
+	inf := engine.NewInformers(dyn)
+	s, err := New(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &Watcher{Informers: inf, Server: s, Interval: 300 * time.Millisecond}
+	if err := w.Register(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c, _, _, _, _ := s.hub.subscribe(0, false)
+	go func() { _ = inf.Plugin().Start(ctx) }()
+	go func() { _ = w.Start(ctx) }()
+
+	next := func() changeData {
+		t.Helper()
+		select {
+		case ev := <-c.ch:
+			var d changeData
+			if err := json.Unmarshal(ev.data, &d); err != nil {
+				t.Fatal(err)
+			}
+			return d
+		case <-time.After(5 * time.Second):
+			t.Fatal("no snapshot published")
+		}
+		return changeData{}
+	}
+	first := next()
+	if first.Version != 1 || !first.Truncated || first.Counts.Claims != 1 || first.Counts.Nodes != 1 {
+		t.Fatalf("first snapshot %+v", first)
+	}
+	api := dyn.Resource(gvrClaims).Namespace("demo")
+	for i := range 5 {
+		if _, err := api.Create(ctx, claimObj("demo", fmt.Sprint("c", i)), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := api.Delete(ctx, "first", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[Change]bool{}
+	events := 0
+	for len(seen) < 6 {
+		d := next()
+		events++
+		for _, ch := range d.Changes {
+			seen[ch] = true
+		}
+		if d.Truncated {
+			t.Errorf("truncated: %+v", d)
+		}
+	}
+	if !seen[Change{Kind: "ResourceClaim", Namespace: "demo", Name: "first", Op: OpDelete}] || !seen[Change{Kind: "ResourceClaim", Namespace: "demo", Name: "c4", Op: OpAdd}] {
+		t.Errorf("changes %v", seen)
+	}
+	if events > 3 {
+		t.Errorf("6 quick changes took %d rebuilds, want them coalesced", events)
+	}
+	v := s.store.current()
+	if v.counts.Claims != 5 || v.snap.Claim("demo", "first") != nil || v.snap.Claim("demo", "c3") == nil {
+		t.Errorf("final snapshot: %+v", v.counts)
+	}
+}

@@ -1,0 +1,277 @@
+// DRAForge dashboard: plain DOM, no inline code (the CSP forbids it), no external requests.
+"use strict";
+
+const $ = (id) => document.getElementById(id);
+
+// el builds an element; strings become text nodes (never HTML).
+function el(tag, attrs, ...children) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === undefined || v === null || v === false) continue;
+    e.setAttribute(k, v === true ? "" : String(v));
+  }
+  for (const c of children.flat()) {
+    if (c === undefined || c === null) continue;
+    e.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return e;
+}
+
+function svg(tag, attrs, ...children) {
+  const e = document.createElementNS("http://www.w3.org/2000/svg", tag);
+  for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, String(v));
+  for (const c of children) e.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  return e;
+}
+
+function table(caption, headers, rows) {
+  if (!rows.length) return el("p", { class: "meta" }, "No " + caption.toLowerCase() + ".");
+  return el("table", {},
+    el("caption", { class: "meta" }, caption + " (" + rows.length + ")"),
+    el("thead", {}, el("tr", {}, headers.map((h) => el("th", { scope: "col" }, h)))),
+    el("tbody", {}, rows.map((r) => el("tr", {}, r.map((c, i) => i === 0 ? el("th", { scope: "row" }, c) : el("td", {}, c))))));
+}
+
+function badge(text, level) {
+  return el("span", { class: "badge badge-" + level }, text);
+}
+
+function setBadge(id, text, level) {
+  const b = $(id);
+  b.textContent = text;
+  b.className = "badge badge-" + level;
+  b.dataset.level = level;
+}
+
+async function getJSON(path) {
+  const r = await fetch(path, { headers: { Accept: "application/json" }, cache: "no-cache" });
+  let body = null;
+  try { body = await r.json(); } catch (_) { /* not JSON */ }
+  if (!r.ok) {
+    const msg = body && body.error ? body.error.code + ": " + body.error.message : "HTTP " + r.status;
+    const err = new Error(msg);
+    err.status = r.status;
+    err.body = body;
+    throw err;
+  }
+  return body;
+}
+
+function showError(msg) {
+  const e = $("error");
+  e.textContent = msg || "";
+  e.hidden = !msg;
+}
+
+const state = { claims: [], explainTarget: "" };
+
+function poolLevel(h) { return h === "Healthy" ? "ok" : h === "Degraded" ? "warn" : h === "Empty" ? "unknown" : "bad"; }
+function claimLevel(s) { return s === "Pending" ? "warn" : s === "Deleting" ? "unknown" : "ok"; }
+
+function renderSummary(s) {
+  const c = s.counts || {};
+  const items = [["SimulatedDevicePools", c.simulatedDevicePools], ["DRA pools", c.pools], ["Devices", c.devices],
+    ["Allocated devices", c.allocatedDevices], ["Tainted devices", c.taintedDevices], ["Claims", c.claims],
+    ["Pending claims", (c.claimStates || {}).Pending || 0], ["DeviceClasses", c.deviceClasses], ["Nodes", c.nodes], ["Pods", c.pods]];
+  $("counts").replaceChildren(...items.map(([k, v]) => el("div", {}, el("dt", {}, k), el("dd", {}, v === undefined ? "–" : v))));
+  const d = s.doctor || {};
+  const sum = d.summary || {};
+  let level = "ok", text = "Doctor: " + (sum.PASS || 0) + " pass";
+  if (!d.factsGatheredAt) { level = "unknown"; text = "Doctor: facts pending"; }
+  if ((sum.WARN || 0) > 0) { level = "warn"; text = "Doctor: " + sum.WARN + " warn"; }
+  if ((sum.FAIL || 0) > 0) { level = "bad"; text = "Doctor: " + sum.FAIL + " fail"; }
+  setBadge("badge-doctor", text, level);
+  $("doctor-summary").replaceChildren(
+    badge("PASS " + (sum.PASS || 0), "ok"), " ", badge("WARN " + (sum.WARN || 0), (sum.WARN || 0) ? "warn" : "unknown"), " ",
+    badge("FAIL " + (sum.FAIL || 0), (sum.FAIL || 0) ? "bad" : "unknown"), " ", badge("SKIP " + (sum.SKIP || 0), "unknown"),
+    (d.failing || []).length ? el("span", {}, " failing: " + d.failing.join(", ")) : "");
+  $("snapshot-version").textContent = s.version;
+  $("snapshot-time").textContent = s.builtAt ? new Date(s.builtAt).toLocaleTimeString() : "–";
+  $("version").textContent = "draforge " + (s.serverVersion || "");
+}
+
+function renderPools(pools) {
+  $("pools").replaceChildren(table("Pools", ["Pool", "Driver", "Node", "SimulatedDevicePool", "Generation", "Slices", "Devices", "Allocated", "Health", "Consistency"],
+    pools.map((p) => [p.pool, p.driver, p.node || "(multi-node)", p.sdp || "–", p.generation, p.slices + "/" + p.resourceSliceCount,
+      p.deviceCount, p.allocatedDevices, badge(p.health, poolLevel(p.health)),
+      p.consistent ? badge("consistent", "ok") : badge((p.problems || []).join("; "), "bad")])));
+}
+
+function renderDevices(devs) {
+  $("devices").replaceChildren(table("Devices", ["Device", "Pool", "Node", "Health", "Taints", "Attributes", "Allocated to"],
+    devs.map((d) => [d.name, d.driver + "/" + d.pool, d.node || "–", badge(d.healthy ? "healthy" : "tainted", d.healthy ? "ok" : "bad"),
+      (d.taints || []).join(", ") || "–",
+      Object.entries(d.attributes || {}).map(([k, v]) => k + "=" + v).join(", ") || "–",
+      (d.allocatedTo || []).join(", ") || "–"])));
+}
+
+function renderClaims(claims) {
+  state.claims = claims;
+  $("claims").replaceChildren(table("Claims", ["Claim", "Namespace", "State", "Requests", "Allocations", "Node", "Pods", "Explain"],
+    claims.map((c) => [c.name, c.namespace, badge(c.state, claimLevel(c.state)),
+      (c.requests || []).map((r) => r.name + " (" + r.alternatives.map((a) => a.deviceClassName + (a.count ? " ×" + a.count : "")).join(" | ") + ")").join(", "),
+      (c.allocations || []).map((a) => a.request + "=" + a.pool + "/" + a.device).join(", ") || "–",
+      c.node || "–", (c.pods || []).join(", ") || "–",
+      el("button", { type: "button", "data-explain": c.namespace + "/" + c.name }, "Explain")])));
+  const sel = $("explain-claim");
+  const keep = sel.value || state.explainTarget;
+  sel.replaceChildren(...claims.map((c) => el("option", { value: c.namespace + "/" + c.name }, c.namespace + "/" + c.name + " (" + c.state + ")")));
+  if (keep && claims.some((c) => c.namespace + "/" + c.name === keep)) sel.value = keep;
+  else {
+    const pending = claims.find((c) => c.state === "Pending");
+    if (pending) sel.value = pending.namespace + "/" + pending.name;
+  }
+}
+
+const graphColumns = ["SimulatedDevicePool", "ResourcePool", "Node", "Device", "ResourceClaim", "DeviceClass", "Pod"];
+
+function renderGraph(g) {
+  const nodes = g.nodes || [], edges = g.edges || [];
+  const cols = graphColumns.map(() => []);
+  for (const n of nodes) {
+    const i = graphColumns.indexOf(n.kind);
+    cols[i < 0 ? cols.length - 1 : i].push(n);
+  }
+  const colW = 190, rowH = 30, boxW = 170, boxH = 22;
+  const pos = {};
+  cols.forEach((col, ci) => col.forEach((n, ri) => { pos[n.id] = { x: 10 + ci * colW, y: 30 + ri * rowH }; }));
+  const height = 40 + Math.max(1, ...cols.map((c) => c.length)) * rowH;
+  const root = svg("svg", { viewBox: "0 0 " + (20 + graphColumns.length * colW) + " " + height, role: "img", "aria-labelledby": "graph-title" },
+    svg("title", { id: "graph-title" }, "Graph of " + nodes.length + " objects and " + edges.length + " relations"));
+  graphColumns.forEach((k, ci) => root.append(svg("text", { x: 10 + ci * colW, y: 16 }, k)));
+  for (const e of edges) {
+    const a = pos[e.from], b = pos[e.to];
+    if (!a || !b) continue;
+    const [l, r] = a.x <= b.x ? [a, b] : [b, a];
+    root.append(svg("path", { class: "edge", d: "M" + (l.x + boxW) + "," + (l.y + boxH / 2) + " C" + (l.x + boxW + 20) + "," + (l.y + boxH / 2) + " " + (r.x - 20) + "," + (r.y + boxH / 2) + " " + r.x + "," + (r.y + boxH / 2) }));
+  }
+  for (const n of nodes) {
+    const p = pos[n.id];
+    const label = (n.namespace ? n.namespace + "/" : "") + n.name;
+    const short = label.length > 26 ? "…" + label.slice(-25) : label;
+    root.append(svg("g", { class: "node" + (n.missing ? " missing" : "") },
+      svg("title", {}, n.kind + " " + label + (n.missing ? " (missing)" : "")),
+      svg("rect", { x: p.x, y: p.y, width: boxW, height: boxH, rx: 4 }),
+      svg("text", { x: p.x + 6, y: p.y + 15 }, short)));
+  }
+  $("graph").replaceChildren(root);
+  const name = {};
+  for (const n of nodes) name[n.id] = n.kind + " " + (n.namespace ? n.namespace + "/" : "") + n.name;
+  $("graph-list").replaceChildren(table("Relations", ["From", "Relation", "To"], edges.map((e) => [name[e.from] || e.from, e.kind, name[e.to] || e.to])));
+}
+
+function renderDoctor(rep) {
+  const results = rep.results || [];
+  const level = (s) => s === "PASS" ? "ok" : s === "WARN" ? "warn" : s === "FAIL" ? "bad" : "unknown";
+  $("doctor").replaceChildren(
+    el("p", { class: "meta" }, rep.factsGatheredAt ? "Facts gathered " + new Date(rep.factsGatheredAt).toLocaleTimeString() : "Facts not gathered yet"),
+    ...results.map((r) => el("article", { class: "check", "aria-labelledby": "check-" + r.id },
+      el("h3", { id: "check-" + r.id }, badge(r.status, level(r.status)), " ", r.id + " " + r.name),
+      el("p", {}, r.message),
+      (r.evidence || []).length ? el("ul", {}, r.evidence.map((e) => el("li", {}, el("code", {}, e)))) : null,
+      r.remediation ? el("p", {}, el("strong", {}, "Remediation: "), r.remediation) : null)));
+}
+
+async function explain(key) {
+  if (!key) { $("explain").replaceChildren(el("p", { class: "meta" }, "No claim selected.")); return; }
+  state.explainTarget = key;
+  const [ns, name] = key.split("/");
+  let r;
+  try {
+    r = await getJSON("/api/explain/" + encodeURIComponent(ns) + "/" + encodeURIComponent(name));
+  } catch (e) {
+    $("explain").replaceChildren(el("p", { class: "error", role: "alert" }, e.message));
+    return;
+  }
+  const ex = r.explanation || {};
+  const parts = [el("h3", {}, key + " ", badge(r.claim.state, claimLevel(r.claim.state))), el("p", { id: "explain-summary" }, r.summary)];
+  for (const req of ex.requests || []) {
+    parts.push(el("h4", {}, "Request " + req.name + " (class " + req.deviceClass + ", " + req.mode + (req.count ? " " + req.count : "") + "): " +
+      req.matching + " matching, " + req.available + " available"));
+    if (!req.classFound) parts.push(el("p", { class: "error" }, "ClassNotFound: DeviceClass " + req.deviceClass + " does not exist"));
+    parts.push(table("Devices for " + req.name, ["Device", "Node", "Available", "Reasons"],
+      (req.devices || []).map((d) => [d.driver + "/" + d.pool + "/" + d.device, d.node || "(any node)", badge(d.available ? "yes" : "no", d.available ? "ok" : "bad"),
+        (d.reasons || []).map((x) => x.code + ": " + x.message).join("; ") || "–"])));
+  }
+  if ((ex.nodes || []).length) {
+    parts.push(el("h4", {}, "Nodes"));
+    parts.push(table("Nodes", ["Node", "Fits", "Summary"], ex.nodes.map((n) => [n.node, badge(n.fits ? "fits" : "does not fit", n.fits ? "ok" : "bad"), n.summary])));
+  }
+  if ((ex.remedies || []).length) parts.push(el("h4", {}, "Remedies"), el("ul", {}, ex.remedies.map((x) => el("li", {}, x))));
+  $("explain").replaceChildren(...parts);
+}
+
+async function checkReady() {
+  try {
+    const r = await fetch("/readyz", { cache: "no-store" });
+    const body = await r.json();
+    const level = body.status === "ready" ? "ok" : body.status === "degraded" ? "warn" : "bad";
+    setBadge("badge-ready", "Readiness: " + body.status + (body.reason && body.reason !== "ok" ? " (" + body.reason + ")" : ""), level);
+  } catch (e) {
+    setBadge("badge-ready", "Readiness: unreachable", "bad");
+  }
+}
+
+async function loadAll() {
+  const jobs = [
+    ["/api/summary", renderSummary], ["/api/pools", renderPools], ["/api/devices", renderDevices],
+    ["/api/claims", renderClaims], ["/api/graph", renderGraph], ["/api/doctor", renderDoctor],
+  ];
+  const results = await Promise.allSettled(jobs.map(([p]) => getJSON(p)));
+  const errs = [];
+  results.forEach((res, i) => {
+    if (res.status === "fulfilled") jobs[i][1](res.value);
+    else errs.push(jobs[i][0] + ": " + res.reason.message);
+  });
+  showError(errs.join(" · "));
+  if (state.explainTarget || $("explain-claim").value) await explain($("explain-claim").value);
+  document.body.dataset.loaded = "true";
+}
+
+let reloadTimer = null;
+function scheduleReload() {
+  clearTimeout(reloadTimer);
+  reloadTimer = setTimeout(loadAll, 150);
+}
+
+let es = null, backoff = 1000;
+function connect() {
+  setBadge("badge-stream", "Stream: connecting", "unknown");
+  es = new EventSource("/api/stream");
+  es.addEventListener("open", () => { backoff = 1000; setBadge("badge-stream", "Stream: live", "ok"); });
+  es.addEventListener("snapshot", scheduleReload);
+  es.addEventListener("change", scheduleReload);
+  es.addEventListener("error", () => {
+    if (es.readyState === EventSource.CLOSED) {
+      setBadge("badge-stream", "Stream: disconnected, retrying in " + Math.round(backoff / 1000) + "s", "bad");
+      setTimeout(connect, backoff);
+      backoff = Math.min(backoff * 2, 30000);
+    } else {
+      setBadge("badge-stream", "Stream: reconnecting", "warn");
+    }
+  });
+}
+
+function select(view) {
+  for (const b of document.querySelectorAll("[data-view]")) {
+    const on = b.dataset.view === view;
+    b.setAttribute("aria-selected", on ? "true" : "false");
+    $("view-" + b.dataset.view).hidden = !on;
+  }
+  if (location.hash !== "#" + view) history.replaceState(null, "", "#" + view);
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  for (const b of document.querySelectorAll("[data-view]")) b.addEventListener("click", () => select(b.dataset.view));
+  $("claims").addEventListener("click", (ev) => {
+    const key = ev.target.closest("[data-explain]")?.dataset.explain;
+    if (key) { $("explain-claim").value = key; select("explain"); explain(key); }
+  });
+  $("explain-form").addEventListener("submit", (ev) => { ev.preventDefault(); explain($("explain-claim").value); });
+  const initial = location.hash.slice(1);
+  if (graphColumns && document.querySelector('[data-view="' + initial + '"]')) select(initial);
+  checkReady();
+  setInterval(checkReady, 10000);
+  loadAll();
+  connect();
+});

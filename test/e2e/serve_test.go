@@ -1,0 +1,268 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	resourcev1 "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/draforge/draforge/drivers/simdevice"
+	"github.com/draforge/draforge/test/browser"
+	"github.com/draforge/draforge/test/e2e/e2eutil"
+)
+
+// startServe runs `draforge serve` against the package cluster on a free port and waits for
+// /readyz; it is killed at test end. It reuses the controller process type (same probes).
+func startServe(t *testing.T, args ...string) *controller {
+	t.Helper()
+	return e2eutil.Run(t, e2eutil.ControllerSpec{Kubeconfig: kubeconfigPath, Subcommand: "serve", AddrFlag: "--address", Args: args})
+}
+
+// getJSON GETs path and decodes a 200 answer into v.
+func getJSON(t *testing.T, c *controller, path string, v any) {
+	t.Helper()
+	code, body := c.Get(path)
+	if code != http.StatusOK {
+		t.Fatalf("GET %s: %d %s", path, code, body)
+	}
+	if err := json.Unmarshal([]byte(body), v); err != nil {
+		t.Fatalf("GET %s: %v\n%s", path, err, body)
+	}
+}
+
+type streamEvent struct{ id, event, data string }
+
+// openEventStream reads /api/stream in the background until ctx ends.
+func openEventStream(ctx context.Context, t *testing.T, addr string) <-chan streamEvent {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/api/stream", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("stream: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	ch := make(chan streamEvent, 1000)
+	go func() {
+		defer resp.Body.Close()
+		defer close(ch)
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		var ev streamEvent
+		for sc.Scan() {
+			line := sc.Text()
+			switch {
+			case line == "" && ev.event != "":
+				ch <- ev
+				ev = streamEvent{}
+			case strings.HasPrefix(line, "id: "):
+				ev.id = line[4:]
+			case strings.HasPrefix(line, "event: "):
+				ev.event = line[7:]
+			case strings.HasPrefix(line, "data: "):
+				ev.data += line[6:]
+			}
+		}
+	}()
+	return ch
+}
+
+// TestServe runs the controller and `draforge serve` against the real API server: the API shows
+// the basic-gpu allocation, the stream reports a new claim, explain gives reasons for a pending
+// claim, machine history comes from the controller, requests cost no API calls, the dashboard
+// renders in Chromium, and SIGTERM ends open streams within --shutdown-timeout.
+func TestServe(t *testing.T) {
+	e := newEnv(t)
+	e.Setup(t)
+	ctrl := startController(t)
+	src, err := os.ReadFile("../../examples/scenarios/basic-gpu.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs := decodeDocs(t, src)
+	// Registered after the controller's cleanup, so it runs first and the finalizers go away.
+	t.Cleanup(func() { e.DeleteDocs(t, docs) })
+	srv := startServe(t, "--controller-url", "http://"+ctrl.Addr, "--doctor-interval", "1h", "--shutdown-timeout", "2s")
+
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	events := openEventStream(ctx, t, srv.Addr)
+	select {
+	case ev := <-events:
+		if ev.event != "snapshot" || ev.id == "" {
+			t.Fatalf("first event %+v, want snapshot with an id", ev)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no snapshot event")
+	}
+
+	for _, u := range docs {
+		e.Apply(t, "", u)
+	}
+	const ns = "draforge-basic-gpu"
+	poolName := simdevice.PoolNameFor(ns, "basic-gpu", "node-a")
+	eventually(t, 60*time.Second, func() (bool, string) {
+		var claims []struct {
+			Namespace, Name, State, Node string
+			Allocations                  []struct{ Pool, Device string }
+		}
+		getJSON(t, srv, "/api/claims", &claims)
+		for _, c := range claims {
+			if c.Namespace == ns && c.Name == "single-gpu" {
+				ok := c.State != "Pending" && c.Node == "node-a" && len(c.Allocations) == 1 && c.Allocations[0].Pool == poolName
+				return ok, fmt.Sprintf("%+v", c)
+			}
+		}
+		return false, fmt.Sprintf("single-gpu not in %+v", claims)
+	})
+	var pools []struct {
+		Pool, Node, SDP, Health string
+		Devices                 int `json:"deviceCount"`
+		Allocated               int `json:"allocatedDevices"`
+	}
+	getJSON(t, srv, "/api/pools", &pools)
+	found := false
+	for _, p := range pools {
+		if p.Pool == poolName {
+			found = true
+			if p.Node != "node-a" || p.SDP != ns+"/basic-gpu" || p.Devices != 2 || p.Allocated != 1 || p.Health != "Healthy" {
+				t.Errorf("pool %+v", p)
+			}
+		}
+	}
+	if !found {
+		t.Fatalf("pool %s not in /api/pools: %+v", poolName, pools)
+	}
+
+	// A claim the pool cannot satisfy: a change event, then reasons from explain.
+	big := &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: "too-big", Namespace: e.Namespace},
+		Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{{
+			Name: "gpu", Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: "draforge-basic-gpu",
+				AllocationMode: resourcev1.DeviceAllocationModeExactCount, Count: 3}}}}}}
+	if _, err := e.Kube.ResourceV1().ResourceClaims(e.Namespace).Create(t.Context(), big, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf(`{"kind":"ResourceClaim","namespace":%q,"name":"too-big","op":"add"}`, e.Namespace)
+	deadline := time.After(20 * time.Second)
+	var lastID uint64
+	for seen := false; !seen; {
+		select {
+		case ev, ok := <-events:
+			if !ok {
+				t.Fatal("stream ended")
+			}
+			id, err := strconv.ParseUint(ev.id, 10, 64)
+			if err != nil || id <= lastID {
+				t.Errorf("event ids not increasing: %q after %d", ev.id, lastID)
+			}
+			lastID = id
+			seen = ev.event == "change" && strings.Contains(ev.data, want)
+		case <-deadline:
+			t.Fatalf("no change event with %s", want)
+		}
+	}
+	var ex struct {
+		Claim       struct{ State string }
+		Summary     string
+		Explanation struct {
+			Requests []struct {
+				Matching, Available int
+				Devices             []struct{ Reasons []struct{ Code string } }
+			}
+		}
+	}
+	getJSON(t, srv, "/api/explain/"+e.Namespace+"/too-big", &ex)
+	reasons := 0
+	for _, r := range ex.Explanation.Requests {
+		for _, d := range r.Devices {
+			reasons += len(d.Reasons)
+		}
+	}
+	if ex.Claim.State != "Pending" || ex.Summary == "" || len(ex.Explanation.Requests) != 1 || ex.Explanation.Requests[0].Matching != 2 || reasons == 0 {
+		t.Errorf("explain too-big: %+v", ex)
+	}
+	if code, body := srv.Get("/api/explain/" + e.Namespace + "/absent"); code != http.StatusNotFound || !strings.Contains(body, `"not_found"`) {
+		t.Errorf("explain of a missing claim: %d %s", code, body)
+	}
+
+	// Machine state, with the history from the controller.
+	var mv struct {
+		State, HistorySource string
+		History              []struct{ From, To, Event string }
+	}
+	eventually(t, 20*time.Second, func() (bool, string) {
+		getJSON(t, srv, "/api/machines/claim/"+ns+"/single-gpu", &mv)
+		return mv.State == "allocated" && mv.HistorySource == "controller" && len(mv.History) > 0, fmt.Sprintf("%+v", mv)
+	})
+
+	// Requests are answered from the caches: client-go's GET count does not move (a watch
+	// re-established in the window would add one).
+	gets := func() float64 { return srv.Metric(t, "rest_client_requests_total", `method="GET"`) }
+	before := gets()
+	paths := []string{"/api/summary", "/api/pools", "/api/devices", "/api/claims", "/api/graph", "/api/doctor",
+		"/api/claims/" + ns + "/single-gpu", "/api/explain/" + ns + "/single-gpu", "/api/explain/" + e.Namespace + "/too-big", "/api/version"}
+	for i := range 50 {
+		if code, body := srv.Get(paths[i%len(paths)]); code != http.StatusOK {
+			t.Fatalf("%s: %d %s", paths[i%len(paths)], code, body)
+		}
+	}
+	if after := gets(); after-before > 2 {
+		t.Errorf("50 API requests made %v GET calls to the API server", after-before)
+	}
+	if srv.Metric(t, "draforge_server_sse_clients") != 1 {
+		t.Errorf("sse clients gauge: %v", srv.Metric(t, "draforge_server_sse_clients"))
+	}
+
+	t.Run("dashboard", func(t *testing.T) {
+		if ok, why := browser.Available(); !ok {
+			if os.Getenv(browser.SkipEnv) == "1" {
+				t.Skip(why)
+			}
+			t.Fatal(why)
+		}
+		bctx, bcancel := context.WithTimeout(t.Context(), 60*time.Second)
+		defer bcancel()
+		dom, err := browser.RenderedDOM(bctx, "http://"+srv.Addr+"/#claims",
+			`document.body.dataset.loaded === "true" && document.getElementById("badge-ready").dataset.level`)
+		if err != nil {
+			t.Fatalf("%v\n%s", err, dom)
+		}
+		for _, s := range []string{">single-gpu<", ">too-big<", poolName, ns + "/basic-gpu",
+			`id="badge-ready" class="badge badge-ok"`, "Readiness: ready"} {
+			if !strings.Contains(dom, s) {
+				t.Errorf("dashboard DOM lacks %q", s)
+			}
+		}
+		if t.Failed() {
+			t.Logf("DOM:\n%s", dom)
+		}
+	})
+
+	// SIGTERM: open streams end and the process exits within --shutdown-timeout.
+	start := time.Now()
+	srv.Signal(syscall.SIGTERM)
+	select {
+	case <-srv.Exited:
+	case <-time.After(5 * time.Second):
+		t.Fatal("serve did not exit within 5s of SIGTERM")
+	}
+	if took := time.Since(start); took > 3*time.Second {
+		t.Errorf("shutdown took %s with --shutdown-timeout 2s", took)
+	}
+	if srv.ExitErr != nil {
+		t.Errorf("serve exit: %v\n%s", srv.ExitErr, srv.Log())
+	}
+	for range events { // drains; closes when the stream ended
+	}
+}
