@@ -111,8 +111,25 @@ func TestRestartMakesNoWrites(t *testing.T) {
 	first := startController(t)
 	docs := e.ApplyFiles(t, e.Namespace, "testdata/restart.yaml")
 	e.WaitPoolReady(t, e.Namespace, "restart")
-	e.checkOutcome(t, e.Namespace, "one", "allocated", "node-a", "")
-	e.checkOutcome(t, e.Namespace, "two", "allocated", "node-b", "")
+	// One device on each of node-a and node-b: the two claims get one each, in either order.
+	nodes := map[string]bool{}
+	for _, name := range []string{"one", "two"} {
+		eventually(t, 30*time.Second, func() (bool, string) {
+			c, err := e.Kube.ResourceV1().ResourceClaims(e.Namespace).Get(t.Context(), name, metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			got := describeAllocation(c)
+			if f := strings.Fields(got); len(f) >= 2 && f[0] == "allocated" {
+				nodes[f[1]] = true
+				return true, got
+			}
+			return false, name + ": " + got
+		})
+	}
+	if !nodes["node-a"] || !nodes["node-b"] {
+		t.Fatalf("claims allocated on %v, want node-a and node-b", nodes)
+	}
 	if w := first.Writes(t); w == 0 {
 		t.Fatal("the first controller made no writes: the test would prove nothing")
 	}
