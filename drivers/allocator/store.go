@@ -154,6 +154,20 @@ func (a *Allocator) UpsertClaim(claim *resourcev1.ResourceClaim) {
 	}
 }
 
+// PendingClaims returns the namespace/name keys of the observed claims that are neither
+// allocated nor being deleted: the only claims new devices or classes can make a difference to.
+func (a *Allocator) PendingClaims() []string {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	var out []string
+	for key, c := range a.claims {
+		if c.Status.Allocation == nil && c.DeletionTimestamp == nil {
+			out = append(out, key)
+		}
+	}
+	return out
+}
+
 // DeleteClaim forgets a ResourceClaim and any in-flight reservation for it.
 func (a *Allocator) DeleteClaim(claim *resourcev1.ResourceClaim) {
 	a.mu.Lock()

@@ -230,8 +230,12 @@ func (e *Env) Allocation(ctx context.Context, nodes, devices, n int) (*AllocResu
 		return nil, err
 	}
 	defer func() { _ = e.Cluster.StopComponent(cluster.Scheduler) }()
-	if err := w.wait(ctx, n, 5*time.Minute); err != nil {
-		return nil, fmt.Errorf("kube-scheduler: %w", err)
+	if err := w.wait(ctx, n, time.Duration(n)*time.Second+time.Minute); err != nil {
+		var why string
+		if pods, _ := e.Setup.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{Limit: 1}); pods != nil && len(pods.Items) > 0 {
+			why = fmt.Sprintf("first pod: node %q conditions %+v", pods.Items[0].Spec.NodeName, pods.Items[0].Status.Conditions)
+		}
+		return nil, fmt.Errorf("kube-scheduler: %w; %s\n%s", err, why, tail(e.componentLog(cluster.Scheduler), 30))
 	}
 	res.SchedulerWall = time.Since(start)
 	res.Scheduler = w.rate()
@@ -282,4 +286,13 @@ func (e *Env) deleteClaims(ctx context.Context, ns string) error {
 		l, err := api.List(ctx, metav1.ListOptions{Limit: 1})
 		return err == nil && len(l.Items) == 0, err
 	})
+}
+
+func (e *Env) componentLog(c cluster.Component) string {
+	for _, p := range e.Cluster.Procs {
+		if p.Name == c {
+			return p.Log
+		}
+	}
+	return ""
 }

@@ -210,7 +210,15 @@ func (e *Env) CreateNodes(ctx context.Context, from, to int, labels map[string]s
 			Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
 			LastHeartbeatTime: now, LastTransitionTime: now,
 		}}}
-		_, err = e.Setup.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{})
+		if n, err = e.Setup.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
+			return err
+		}
+		// The TaintNodesByCondition admission plugin taints new nodes not-ready; the node
+		// lifecycle controller would lift it, but it does not run here.
+		if len(n.Spec.Taints) > 0 {
+			n.Spec.Taints = nil
+			_, err = e.Setup.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{})
+		}
 		return err
 	})
 }
