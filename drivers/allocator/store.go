@@ -364,6 +364,38 @@ func (s *snapshot) candidateNodes() []*corev1.Node {
 	return out
 }
 
+// withFreeDevices drops the nodes whose devices are all exclusively allocated (observed or in
+// flight), so a claim does not run the structured allocator on nodes that cannot give it
+// anything. It keeps a node when any of its devices is free or allows multiple allocations,
+// and keeps every node when some slice is not node-local. Callers must not use it for claims
+// with admin access, which may use allocated devices.
+func (s *snapshot) withFreeDevices(nodes []*corev1.Node) []*corev1.Node {
+	free := sets.New[string]()
+	for _, sl := range s.slices {
+		name := ptr.Deref(sl.Spec.NodeName, "")
+		if name == "" {
+			return nodes
+		}
+		if free.Has(name) {
+			continue
+		}
+		for _, d := range sl.Spec.Devices {
+			if ptr.Deref(d.AllowMultipleAllocations, false) ||
+				!s.state.AllocatedDevices.Has(structured.MakeDeviceID(sl.Spec.Driver, sl.Spec.Pool.Name, d.Name)) {
+				free.Insert(name)
+				break
+			}
+		}
+	}
+	out := nodes[:0:0]
+	for _, n := range nodes {
+		if free.Has(n.Name) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
 // List serves DeviceClasses from the snapshot (structured.DeviceClassLister).
 func (s *snapshot) List() ([]*resourcev1.DeviceClass, error) {
 	out := make([]*resourcev1.DeviceClass, 0, len(s.classes))

@@ -113,12 +113,12 @@ func MemoryObjects(kind string, n int) ([]k8sruntime.Object, error) {
 }
 
 var memoryGVRs = map[schema.GroupVersionResource]string{
-	simdevice.GVR:      "SimulatedDevicePoolList",
-	claims.SlicesGVR:   "ResourceSliceList",
-	claims.ClassesGVR:  "DeviceClassList",
-	claims.ClaimsGVR:   "ResourceClaimList",
-	claims.NodesGVR:    "NodeList",
-	claims.PodsGVR:     "PodList",
+	simdevice.GVR:                           "SimulatedDevicePoolList",
+	claims.SlicesGVR:                        "ResourceSliceList",
+	claims.ClassesGVR:                       "DeviceClassList",
+	claims.ClaimsGVR:                        "ResourceClaimList",
+	claims.NodesGVR:                         "NodeList",
+	claims.PodsGVR:                          "PodList",
 	{Version: "v1", Resource: "namespaces"}: "NamespaceList",
 }
 

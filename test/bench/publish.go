@@ -159,4 +159,3 @@ func poolsReady(list *unstructured.UnstructuredList) int {
 	}
 	return n
 }
-
