@@ -60,6 +60,9 @@ func (a *Allocator) Allocate(ctx context.Context, claim *resourcev1.ResourceClai
 		return nil, err
 	}
 	nodes := snap.candidateNodes()
+	if !usesAdminAccess(claim) {
+		nodes = snap.withFreeDevices(nodes)
+	}
 	var nodeErr error
 	for _, node := range nodes {
 		result, err := alloc.allocateOn(ctx, node)
@@ -81,6 +84,8 @@ func (a *Allocator) Allocate(ctx context.Context, claim *resourcev1.ResourceClai
 		}
 	}
 	switch {
+	case len(nodes) == 0 && len(snap.candidateNodes()) > 0:
+		return nil, &Unsatisfiable{Reason: "no node has a free device"}
 	case len(nodes) == 0:
 		return nil, &Unsatisfiable{Reason: "no observed node has ResourceSlices"}
 	case nodeErr != nil:
@@ -214,4 +219,13 @@ func requestViews(claim *resourcev1.ResourceClaim) []requestView {
 		}
 	}
 	return out
+}
+
+func usesAdminAccess(claim *resourcev1.ResourceClaim) bool {
+	for _, r := range requestViews(claim) {
+		if r.adminAccess {
+			return true
+		}
+	}
+	return false
 }

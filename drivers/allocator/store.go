@@ -154,6 +154,20 @@ func (a *Allocator) UpsertClaim(claim *resourcev1.ResourceClaim) {
 	}
 }
 
+// PendingClaims returns the namespace/name keys of the observed claims that are neither
+// allocated nor being deleted: the only claims new devices or classes can make a difference to.
+func (a *Allocator) PendingClaims() []string {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	var out []string
+	for key, c := range a.claims {
+		if c.Status.Allocation == nil && c.DeletionTimestamp == nil {
+			out = append(out, key)
+		}
+	}
+	return out
+}
+
 // DeleteClaim forgets a ResourceClaim and any in-flight reservation for it.
 func (a *Allocator) DeleteClaim(claim *resourcev1.ResourceClaim) {
 	a.mu.Lock()
@@ -344,6 +358,38 @@ func (s *snapshot) candidateNodes() []*corev1.Node {
 	var out []*corev1.Node
 	for _, n := range s.nodes {
 		if local.Has(n.Name) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// withFreeDevices drops the nodes whose devices are all exclusively allocated (observed or in
+// flight), so a claim does not run the structured allocator on nodes that cannot give it
+// anything. It keeps a node when any of its devices is free or allows multiple allocations,
+// and keeps every node when some slice is not node-local. Callers must not use it for claims
+// with admin access, which may use allocated devices.
+func (s *snapshot) withFreeDevices(nodes []*corev1.Node) []*corev1.Node {
+	free := sets.New[string]()
+	for _, sl := range s.slices {
+		name := ptr.Deref(sl.Spec.NodeName, "")
+		if name == "" {
+			return nodes
+		}
+		if free.Has(name) {
+			continue
+		}
+		for _, d := range sl.Spec.Devices {
+			if ptr.Deref(d.AllowMultipleAllocations, false) ||
+				!s.state.AllocatedDevices.Has(structured.MakeDeviceID(sl.Spec.Driver, sl.Spec.Pool.Name, d.Name)) {
+				free.Insert(name)
+				break
+			}
+		}
+	}
+	out := nodes[:0:0]
+	for _, n := range nodes {
+		if free.Has(n.Name) {
 			out = append(out, n)
 		}
 	}

@@ -61,6 +61,7 @@ func Register(reg *engine.Registry, inf *engine.Informers, kube kubernetes.Inter
 	reg.Observation("claimNeedsSimulatedAllocation", d.needsAllocation)
 	reg.Action("allocateClaim", d.allocate)
 	reg.Mapper("podClaims", podClaims)
+	reg.Mapper("pendingClaims", d.pendingClaims)
 	return d, nil
 }
 
@@ -142,6 +143,21 @@ func podClaims(obj *unstructured.Unstructured) []cache.ObjectName {
 	var keys []cache.ObjectName
 	for _, name := range allocator.ClaimNamesForPod(pod) {
 		keys = append(keys, cache.ObjectName{Namespace: pod.Namespace, Name: name})
+	}
+	return keys
+}
+
+// pendingClaims maps any change (a slice, a class) to the claims still waiting for devices.
+// Allocated claims derive to a state with no events, so re-syncing them would be work without
+// effect; with hundreds of allocated claims and a pool publishing a thousand slices that work
+// used to dominate the controller's CPU.
+func (d *Driver) pendingClaims(*unstructured.Unstructured) []cache.ObjectName {
+	var keys []cache.ObjectName
+	for _, k := range d.Allocator.PendingClaims() {
+		ns, name, err := cache.SplitMetaNamespaceKey(k)
+		if err == nil {
+			keys = append(keys, cache.ObjectName{Namespace: ns, Name: name})
+		}
 	}
 	return keys
 }

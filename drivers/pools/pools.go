@@ -230,25 +230,37 @@ func (d *Driver) publish(ctx context.Context, obj *unstructured.Unstructured) er
 		return err
 	}
 	api := d.kube.ResourceV1().ResourceSlices()
-	for _, name := range plan.Delete {
+	// Deletes first (they may free a name a create needs), then creates and updates. Each
+	// group is written with bounded concurrency: one by one, a thousand-node pool spends most
+	// of its time waiting for round trips the client's QPS would allow in parallel.
+	if err := writeAll(ctx, plan.Delete, func(ctx context.Context, name string) error {
 		if err := api.Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 			return err
 		}
 		d.await(name, "")
+		return nil
+	}); err != nil {
+		return err
 	}
-	for _, s := range plan.Create {
+	if err := writeAll(ctx, plan.Create, func(ctx context.Context, s *resourcev1.ResourceSlice) error {
 		out, err := api.Create(ctx, s, metav1.CreateOptions{})
 		if err != nil {
 			return err
 		}
 		d.await(s.Name, out.ResourceVersion)
+		return nil
+	}); err != nil {
+		return err
 	}
-	for _, s := range plan.Update {
+	if err := writeAll(ctx, plan.Update, func(ctx context.Context, s *resourcev1.ResourceSlice) error {
 		out, err := api.Update(ctx, s, metav1.UpdateOptions{})
 		if err != nil {
 			return err
 		}
 		d.await(s.Name, out.ResourceVersion)
+		return nil
+	}); err != nil {
+		return err
 	}
 	if len(plan.Blocked) > 0 {
 		return apierrors.NewAlreadyExists(resourcev1.Resource("resourceslices"), plan.Blocked[0])
@@ -256,6 +268,45 @@ func (d *Driver) publish(ctx context.Context, obj *unstructured.Unstructured) er
 	setNodes(obj, plan.Nodes)
 	d.setSchemaCondition(obj)
 	return nil
+}
+
+// writeConcurrency bounds the slice writes of one pass in flight at once.
+const writeConcurrency = 16
+
+// writeAll calls write for every item with at most writeConcurrency calls at once and returns
+// the first error (the remaining items are not started once one failed; writes already
+// started finish, and their results are recorded by write itself).
+func writeAll[T any](ctx context.Context, items []T, write func(context.Context, T) error) error {
+	if len(items) == 1 {
+		return write(ctx, items[0])
+	}
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		first error
+	)
+	sem := make(chan struct{}, writeConcurrency)
+	for _, it := range items {
+		mu.Lock()
+		failed := first != nil
+		mu.Unlock()
+		if failed {
+			break
+		}
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			if err := write(ctx, it); err != nil {
+				mu.Lock()
+				if first == nil {
+					first = err
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return first
 }
 
 // await records a write of ours to slice name: rv "" for a delete.

@@ -24,7 +24,7 @@ var knownNames = Names{
 	Actions: []string{"deletePoolSlices", "removeFinalizer", "ensureFinalizer", "publishPoolSlices",
 		"recordPoolStatus", "describeInvalidSpec", "recordSchemaCondition", "allocateClaim"},
 	Observations: []string{"poolSpecInvalid", "poolSlicesOutOfDate", "poolSchemaConditionStale", "claimNeedsSimulatedAllocation"},
-	Mappers:      []string{"podClaims"},
+	Mappers:      []string{"podClaims", "pendingClaims"},
 }
 
 // Every message must start with file:line:col of a line in the file at fault.

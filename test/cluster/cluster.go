@@ -37,6 +37,9 @@ type Options struct {
 	Detach bool
 	// Log receives build output and progress.
 	Log io.Writer
+	// Args are extra command-line arguments per component (benchmarks raise the scheduler's
+	// client QPS, for example).
+	Args map[Component][]string
 }
 
 // Cluster is a running local control plane.
@@ -140,6 +143,9 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 		case Scheduler:
 			c.Procs = append(c.Procs, &Proc{Name: x, Bin: bins[x], Args: common})
 		}
+	}
+	for _, p := range c.Procs {
+		p.Args = append(p.Args, o.Args[p.Name]...)
 	}
 	for _, p := range c.Procs {
 		if err := c.start(p); err != nil {

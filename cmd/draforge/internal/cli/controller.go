@@ -115,8 +115,14 @@ func runController(ctx context.Context, kf *kubeFlags, o *controllerOptions) err
 	}
 	m0.InitMachines(machines)
 
+	// Events get their own client (and so their own rate limiter), as in kube-scheduler: one
+	// Event per transition must not halve the rate of the writes that do the work.
+	eventClient, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
-	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: eventClient.CoreV1().Events("")})
 	defer broadcaster.Shutdown()
 	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "draforge-controller"})
 

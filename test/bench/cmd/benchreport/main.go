@@ -1,0 +1,49 @@
+// Command benchreport runs the test/bench measurements against a local control plane it starts
+// itself and prints `metric | value | baseline | ratio | target | ok`. `go tool task bench`
+// runs it after the unit benchmarks.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/draforge/draforge/test/bench"
+)
+
+func main() {
+	cfg := bench.DefaultConfig()
+	only := flag.String("only", "", "comma-separated phases to run: memory, alloc, churn, cost, publish (default all)")
+	flag.IntVar(&cfg.PubNodes, "pub-nodes", cfg.PubNodes, "nodes for slice publication")
+	flag.IntVar(&cfg.PubDevices, "pub-devices", cfg.PubDevices, "devices per node for slice publication")
+	flag.IntVar(&cfg.AllocNodes, "alloc-nodes", cfg.AllocNodes, "nodes for claim allocation")
+	flag.IntVar(&cfg.AllocDevices, "alloc-devices", cfg.AllocDevices, "devices per node for claim allocation")
+	flag.IntVar(&cfg.AllocCount, "claims", cfg.AllocCount, "claims per allocation run")
+	flag.DurationVar(&cfg.SteadyWindow, "steady", cfg.SteadyWindow, "steady-state window")
+	flag.Float64Var(&cfg.ChurnRate, "churn-rate", cfg.ChurnRate, "claims created per second under churn")
+	flag.DurationVar(&cfg.ChurnDuration, "churn", cfg.ChurnDuration, "churn duration")
+	flag.IntVar(&cfg.MemoryObjects, "memory-objects", cfg.MemoryObjects, "objects per kind for the memory measurement")
+	flag.Parse()
+	if *only != "" {
+		cfg.Only = map[string]bool{}
+		for _, p := range strings.Split(*only, ",") {
+			cfg.Only[strings.TrimSpace(p)] = true
+		}
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	start := time.Now()
+	rows, err := bench.Run(ctx, cfg, os.Stderr)
+	fmt.Println()
+	bench.Print(os.Stdout, rows)
+	fmt.Printf("\n(total %s)\n", time.Since(start).Round(time.Second))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "benchreport:", err)
+		os.Exit(1)
+	}
+}

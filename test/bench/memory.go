@@ -1,0 +1,175 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"runtime/debug"
+	"time"
+
+	"github.com/rs/zerolog"
+	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+
+	"github.com/draforge/draforge/drivers"
+	"github.com/draforge/draforge/drivers/claims"
+	"github.com/draforge/draforge/drivers/simdevice"
+	"github.com/draforge/draforge/engine"
+	"github.com/draforge/draforge/engine/machine"
+)
+
+// MemoryKinds are the object kinds MeasureMemory fills the caches with.
+var MemoryKinds = []string{"resourceslices", "resourceclaims", "pods"}
+
+// MemoryObjects returns n objects of kind as the API server would serve them: slices of 8
+// simulated GPUs (DesiredSlices), allocated one-device claims, scheduled pods using a claim.
+func MemoryObjects(kind string, n int) ([]k8sruntime.Object, error) {
+	var out []k8sruntime.Object
+	add := func(o any) error {
+		m, err := k8sruntime.DefaultUnstructuredConverter.ToUnstructured(o)
+		if err != nil {
+			return err
+		}
+		out = append(out, &unstructured.Unstructured{Object: m})
+		return nil
+	}
+	meta := func(name, ns string, i int) metav1.ObjectMeta {
+		return metav1.ObjectMeta{Name: name, Namespace: ns, UID: types.UID(fmt.Sprintf("00000000-0000-0000-0000-%012d", i)),
+			ResourceVersion: fmt.Sprint(1000 + i), CreationTimestamp: metav1.Now(), Generation: 1}
+	}
+	switch kind {
+	case "resourceslices":
+		pool := &simdevice.Pool{ObjectMeta: metav1.ObjectMeta{Name: "mem", Namespace: "bench", UID: "mem-uid"},
+			Spec: simdevice.PoolSpec{DeviceType: "gpu", DeviceCount: 8, NodeSelector: map[string]string{"x": "y"},
+				Attributes: map[string]simdevice.AttributeValue{"scenario": {String: ptrTo("bench")}},
+				Capacities: map[string]resource.Quantity{"memory": resource.MustParse("80Gi")}}}
+		pool.Default()
+		var nodes []*corev1.Node
+		for i := range n {
+			nodes = append(nodes, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: NodeName(i), Labels: map[string]string{"x": "y"}}})
+		}
+		slices, err := simdevice.DesiredSlices(pool, nodes)
+		if err != nil {
+			return nil, err
+		}
+		for i, s := range slices {
+			s.TypeMeta = metav1.TypeMeta{APIVersion: "resource.k8s.io/v1", Kind: "ResourceSlice"}
+			m := meta(s.Name, "", i)
+			m.Labels = s.Labels
+			s.ObjectMeta = m
+			s.Spec.Pool.Generation = 1
+			if err := add(s); err != nil {
+				return nil, err
+			}
+		}
+	case "resourceclaims":
+		for i := range n {
+			c := Claim("bench", fmt.Sprintf("c-%05d", i), "bench-alloc")
+			c.TypeMeta = metav1.TypeMeta{APIVersion: "resource.k8s.io/v1", Kind: "ResourceClaim"}
+			c.ObjectMeta = meta(c.Name, c.Namespace, i)
+			node := NodeName(i / 8)
+			now := metav1.Now()
+			c.Status.Allocation = &resourcev1.AllocationResult{
+				Devices: resourcev1.DeviceAllocationResult{Results: []resourcev1.DeviceRequestAllocationResult{{
+					Request: "gpu", Driver: simdevice.DefaultDriverName, Device: fmt.Sprintf("gpu-%d", i%8),
+					Pool: simdevice.PoolNameFor("bench", "mem", node),
+				}}},
+				NodeSelector: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchFields: []corev1.NodeSelectorRequirement{{
+					Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{node},
+				}}}}},
+				AllocationTimestamp: &now,
+			}
+			if err := add(c); err != nil {
+				return nil, err
+			}
+		}
+	case "pods":
+		for i := range n {
+			p := Pod("bench", fmt.Sprintf("p-%05d", i), fmt.Sprintf("c-%05d", i))
+			p.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"}
+			p.ObjectMeta = meta(p.Name, p.Namespace, i)
+			p.Spec.NodeName = NodeName(i / 8)
+			p.Spec.ServiceAccountName = "default"
+			p.Spec.RestartPolicy = corev1.RestartPolicyAlways
+			p.Spec.DNSPolicy = corev1.DNSClusterFirst
+			p.Spec.SchedulerName = "default-scheduler"
+			p.Status = corev1.PodStatus{Phase: corev1.PodPending, QOSClass: corev1.PodQOSBestEffort,
+				Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: metav1.Now()}}}
+			if err := add(p); err != nil {
+				return nil, err
+			}
+		}
+	default:
+		return nil, fmt.Errorf("unknown kind %q", kind)
+	}
+	return out, nil
+}
+
+var memoryGVRs = map[schema.GroupVersionResource]string{
+	simdevice.GVR:                           "SimulatedDevicePoolList",
+	claims.SlicesGVR:                        "ResourceSliceList",
+	claims.ClassesGVR:                       "DeviceClassList",
+	claims.ClaimsGVR:                        "ResourceClaimList",
+	claims.NodesGVR:                         "NodeList",
+	claims.PodsGVR:                          "PodList",
+	{Version: "v1", Resource: "namespaces"}: "NamespaceList",
+}
+
+// MeasureMemory returns the heap bytes per object that the controller's caches hold for n
+// objects of kind: the engine's dynamic informers (managedFields stripped), the drivers'
+// indexes and the allocator's typed copies, plus the engine's queues, built exactly as
+// `draforge controller` builds them, over a fake dynamic client. The live heap is read after
+// GC with the fake client's own copies already counted in the baseline.
+func MeasureMemory(ctx context.Context, kind string, n int) (float64, error) {
+	objs, err := MemoryObjects(kind, n)
+	if err != nil {
+		return 0, err
+	}
+	client := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(k8sruntime.NewScheme(), memoryGVRs, objs...)
+	objs = nil
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	before := liveHeap()
+	inf := engine.NewInformers(client)
+	reg := engine.NewRegistry()
+	if _, err := drivers.Register(reg, drivers.Deps{Dynamic: client, Informers: inf, Log: zerolog.Nop()}); err != nil {
+		return 0, err
+	}
+	ms, err := machine.Default(reg.Names())
+	if err != nil {
+		return 0, err
+	}
+	if _, err := engine.New(engine.Options{Dynamic: client, Informers: inf, Registry: reg, Machines: ms, Log: zerolog.Nop()}); err != nil {
+		return 0, err
+	}
+	if err := inf.Start(ctx); err != nil {
+		return 0, err
+	}
+	if got := inf.Count(); got != n {
+		return 0, fmt.Errorf("cached %d objects, want %d", got, n)
+	}
+	// Let the event handlers (allocator feed, queues) drain.
+	time.Sleep(500 * time.Millisecond)
+	after := liveHeap()
+	runtime.KeepAlive(inf)
+	runtime.KeepAlive(client)
+	return float64(after-before) / float64(n), nil
+}
+
+func liveHeap() uint64 {
+	var m runtime.MemStats
+	for range 3 {
+		runtime.GC()
+	}
+	debug.FreeOSMemory()
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}

@@ -1,0 +1,161 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/draforge/draforge/drivers/simdevice"
+)
+
+// PublishResult compares the controller publishing one pool with a raw client-go loop creating
+// the same slices.
+type PublishResult struct {
+	Nodes, Devices, Slices int
+	Raw, Controller        time.Duration
+	// Requests the controller made from creating the pool until it was Ready.
+	Requests Requests
+}
+
+// Publish measures slice publication for the given selector (which must match nodes nodes).
+// The raw loop runs first, with no controller running (its orphan sweeper would delete the
+// raw slices); the raw slices are then deleted and a fresh controller publishes the pool.
+func (e *Env) Publish(ctx context.Context, nodes, devices int, selector map[string]string) (*PublishResult, error) {
+	res := &PublishResult{Nodes: nodes, Devices: devices}
+	nodeList, err := e.Setup.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: labelsString(selector)})
+	if err != nil {
+		return nil, err
+	}
+	if len(nodeList.Items) != nodes {
+		return nil, fmt.Errorf("selector matches %d nodes, want %d", len(nodeList.Items), nodes)
+	}
+	var ptrs []*corev1.Node
+	for i := range nodeList.Items {
+		ptrs = append(ptrs, &nodeList.Items[i])
+	}
+
+	// Raw baseline: the same content (DesiredSlices of the same spec, pool generation 1 as
+	// the controller writes it) created one by one with the controller's QPS/burst.
+	rawPool := &simdevice.Pool{
+		ObjectMeta: metav1.ObjectMeta{Name: "pub", Namespace: "bench-raw", UID: types.UID("00000000-0000-0000-0000-000000000raw")},
+		Spec: simdevice.PoolSpec{DeviceType: "gpu", DeviceCount: devices, NodeSelector: selector,
+			Attributes: map[string]simdevice.AttributeValue{"scenario": {String: ptrTo("bench-pub")}}},
+	}
+	rawPool.Default()
+	desired, err := simdevice.DesiredSlices(rawPool, ptrs)
+	if err != nil {
+		return nil, err
+	}
+	res.Slices = len(desired)
+	api := e.Measured.ResourceV1().ResourceSlices()
+	start := time.Now()
+	for _, s := range desired {
+		s.Spec.Pool.Generation = 1
+		if _, err := api.Create(ctx, s, metav1.CreateOptions{}); err != nil {
+			return nil, fmt.Errorf("raw create: %w", err)
+		}
+	}
+	res.Raw = time.Since(start)
+	fmt.Fprintf(e.Log, "bench: raw loop created %d slices in %s\n", len(desired), res.Raw.Round(time.Millisecond))
+	sel := simdevice.LabelSDPUID + "=" + string(rawPool.UID)
+	if err := e.Setup.ResourceV1().ResourceSlices().DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: sel}); err != nil {
+		return nil, err
+	}
+	if err := poll(ctx, 60*time.Second, func() (bool, error) {
+		l, err := e.Setup.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{LabelSelector: sel, Limit: 1})
+		return err == nil && len(l.Items) == 0, err
+	}); err != nil {
+		return nil, err
+	}
+
+	// Controller: ready and synced before the pool exists; timed from the create of the pool
+	// until every slice is observed and the pool shows Ready.
+	ns := "bench-pub"
+	if err := e.Namespace(ctx, ns); err != nil {
+		return nil, err
+	}
+	ctl, err := e.StartController(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer ctl.Stop()
+	if err := ctl.Quiesce(ctx, time.Second, time.Minute); err != nil {
+		return nil, err
+	}
+	before, err := ctl.Metrics()
+	if err != nil {
+		return nil, err
+	}
+	watch := newSliceCounter(ctx, e, simdevice.LabelSDPNamespace+"="+ns)
+	pools := e.SetupDyn.Resource(simdevice.GVR).Namespace(ns)
+	start = time.Now()
+	created, err := pools.Create(ctx, PoolObject(ns, "pub", "bench-pub", devices, selector, nil), metav1.CreateOptions{})
+	if err != nil {
+		return nil, err
+	}
+	if err := poll(ctx, 5*time.Minute, func() (bool, error) {
+		if watch.count() < len(desired) {
+			return false, nil
+		}
+		u, err := pools.Get(ctx, created.GetName(), metav1.GetOptions{})
+		return err == nil && PoolReady(u), err
+	}); err != nil {
+		return nil, fmt.Errorf("pool not published (%d/%d slices): %w\n%s", watch.count(), len(desired), err, tail(ctl.Log, 20))
+	}
+	res.Controller = time.Since(start)
+	after, err := ctl.Metrics()
+	if err != nil {
+		return nil, err
+	}
+	res.Requests = after.Requests().Sub(before.Requests())
+	fmt.Fprintf(e.Log, "bench: controller published %d slices in %s (%s)\n", len(desired), res.Controller.Round(time.Millisecond), res.Requests)
+	return res, nil
+}
+
+// sliceCounter counts slices matching a label selector through a watch.
+type sliceCounter struct {
+	store cache.Store
+}
+
+func newSliceCounter(ctx context.Context, e *Env, selector string) *sliceCounter {
+	f := informers.NewSharedInformerFactoryWithOptions(e.Setup, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.LabelSelector = selector
+	}))
+	inf := f.Resource().V1().ResourceSlices().Informer()
+	f.Start(ctx.Done())
+	f.WaitForCacheSync(ctx.Done())
+	return &sliceCounter{store: inf.GetStore()}
+}
+
+func (c *sliceCounter) count() int { return len(c.store.ListKeys()) }
+
+func labelsString(m map[string]string) string {
+	s := ""
+	for k, v := range m {
+		if s != "" {
+			s += ","
+		}
+		s += k + "=" + v
+	}
+	return s
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
+// poolObjectReady is used by callers waiting on several pools.
+func poolsReady(list *unstructured.UnstructuredList) int {
+	n := 0
+	for i := range list.Items {
+		if PoolReady(&list.Items[i]) {
+			n++
+		}
+	}
+	return n
+}

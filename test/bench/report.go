@@ -1,0 +1,206 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// Row is one line of the report. Ratio is Value/Baseline when a baseline exists; OK compares
+// the ratio (or the value when there is no baseline) with the target.
+type Row struct {
+	Metric   string
+	Value    string
+	Baseline string
+	Ratio    string
+	Target   string
+	OK       bool
+	// Skip marks a row that could not be measured (OK is then meaningless).
+	Skip bool
+}
+
+// Print writes rows as a `metric | value | baseline | ratio | target | ok` table.
+func Print(w io.Writer, rows []Row) {
+	tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', 0)
+	fmt.Fprintln(tw, "metric\t| value\t| baseline\t| ratio\t| target\t| ok")
+	fmt.Fprintln(tw, "---\t| ---\t| ---\t| ---\t| ---\t| ---")
+	for _, r := range rows {
+		ok := "yes"
+		switch {
+		case r.Skip:
+			ok = "n/a"
+		case !r.OK:
+			ok = "NO"
+		}
+		fmt.Fprintf(tw, "%s\t| %s\t| %s\t| %s\t| %s\t| %s\n", r.Metric, dash(r.Value), dash(r.Baseline), dash(r.Ratio), dash(r.Target), ok)
+	}
+	tw.Flush()
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// Config sizes a run.
+type Config struct {
+	PubNodes, PubDevices                 int
+	AllocNodes, AllocDevices, AllocCount int
+	CostPools, CostNodesPer, CostClaims  int
+	SteadyWindow                         time.Duration
+	ChurnRate                            float64
+	ChurnDuration                        time.Duration
+	MemoryObjects                        int
+	// Only, when non-empty, selects phases: publish, alloc, churn, cost, memory.
+	Only map[string]bool
+}
+
+// DefaultConfig is the size of the proof issue's benchmarks.
+func DefaultConfig() Config {
+	return Config{
+		PubNodes: 1000, PubDevices: 8,
+		AllocNodes: 500, AllocDevices: 10, AllocCount: 500,
+		CostPools: 10, CostNodesPer: 10, CostClaims: 100,
+		SteadyWindow: 60 * time.Second,
+		ChurnRate:    20, ChurnDuration: 20 * time.Second,
+		MemoryObjects: 2000,
+	}
+}
+
+func (c Config) run(phase string) bool { return len(c.Only) == 0 || c.Only[phase] }
+
+// Run executes every phase and returns the report rows. A phase that fails adds a row saying
+// so and the run goes on with the next.
+func Run(ctx context.Context, cfg Config, log io.Writer) ([]Row, error) {
+	var rows []Row
+	fail := func(metric string, err error) {
+		fmt.Fprintf(log, "bench: %s FAILED: %v\n", metric, err)
+		rows = append(rows, Row{Metric: metric, Value: "failed: " + firstLine(err.Error()), Skip: true})
+	}
+	if cfg.run("memory") {
+		for _, kind := range MemoryKinds {
+			b, err := MeasureMemory(ctx, kind, cfg.MemoryObjects)
+			if err != nil {
+				fail("cache memory per "+kind, err)
+				continue
+			}
+			rows = append(rows, Row{Metric: fmt.Sprintf("cache memory per object (%s, n=%d)", kind, cfg.MemoryObjects),
+				Value: fmt.Sprintf("%.2f KiB", b/1024), Target: "<= 6 KiB", OK: b <= 6*1024})
+		}
+	}
+	if !cfg.run("publish") && !cfg.run("alloc") && !cfg.run("churn") && !cfg.run("cost") {
+		return rows, nil
+	}
+
+	dir, err := os.MkdirTemp("", "draforge-bench-")
+	if err != nil {
+		return rows, err
+	}
+	defer os.RemoveAll(dir)
+	e, err := Start(ctx, dir, log)
+	if err != nil {
+		return rows, err
+	}
+	defer e.Stop()
+
+	// Nodes: the allocation phases see exactly AllocNodes nodes; the rest are added before
+	// publication, which sees PubNodes.
+	allocSel := map[string]string{"bench.draforge/alloc": "true"}
+	pubSel := map[string]string{"bench.draforge/pub": "true"}
+	fmt.Fprintf(log, "bench: creating %d nodes\n", cfg.AllocNodes)
+	if err := e.CreateNodes(ctx, 0, cfg.AllocNodes, map[string]string{"bench.draforge/alloc": "true", "bench.draforge/pub": "true"}); err != nil {
+		return rows, err
+	}
+	allocReady := false
+	if cfg.run("alloc") || cfg.run("churn") || cfg.run("cost") {
+		if err := e.AllocSetup(ctx, "bench-alloc", cfg.AllocNodes, cfg.AllocDevices, allocSel); err != nil {
+			fail("allocation pool setup", err)
+		} else {
+			allocReady = true
+		}
+	}
+	if cfg.run("alloc") && allocReady {
+		if r, err := e.Allocation(ctx, cfg.AllocNodes, cfg.AllocDevices, cfg.AllocCount); err != nil {
+			fail("claim allocation", err)
+		} else {
+			label := fmt.Sprintf("(%d claims, %d nodes x %d devices)", r.Claims, r.Nodes, r.Devices)
+			rows = append(rows,
+				Row{Metric: "allocation: controller vs kube-scheduler " + label, Value: fmt.Sprintf("%.1f claims/s", r.Controller),
+					Baseline: fmt.Sprintf("%.1f claims/s", r.Scheduler), Ratio: ratio(r.Controller, r.Scheduler), Target: ">= 1.0",
+					OK: r.Scheduler > 0 && r.Controller/r.Scheduler >= 1.0},
+				Row{Metric: "allocation: controller vs raw UpdateStatus " + label, Value: fmt.Sprintf("%.1f claims/s", r.Controller),
+					Baseline: fmt.Sprintf("%.1f claims/s", r.Raw), Ratio: ratio(r.Controller, r.Raw), Target: "report", OK: true},
+			)
+		}
+	}
+	if cfg.run("churn") && allocReady {
+		if r, err := e.Churn(ctx, cfg.ChurnRate, cfg.ChurnDuration); err != nil {
+			fail("allocation latency under churn", err)
+		} else {
+			label := fmt.Sprintf("(%.0f claims/s for %s, n=%d)", r.Rate, r.Duration, r.Samples)
+			rows = append(rows,
+				Row{Metric: "allocation latency p50 under churn " + label, Value: ms(r.P50), Target: "report", OK: true},
+				Row{Metric: "allocation latency p99 under churn " + label, Value: ms(r.P99), Target: "report", OK: true},
+			)
+		}
+	}
+	if cfg.run("cost") && allocReady {
+		first := cfg.AllocNodes - cfg.CostPools*cfg.CostNodesPer
+		if r, err := e.Cost(ctx, cfg.CostPools, cfg.CostNodesPer, 4, max(first, 0), cfg.CostClaims, cfg.SteadyWindow); err != nil {
+			fail("API cost", err)
+		} else {
+			objs := float64(r.Pools + r.Claims)
+			label := fmt.Sprintf("(%d pools/%d slices + %d claims)", r.Pools, r.Slices, r.Claims)
+			rows = append(rows,
+				Row{Metric: "API cost, cold start: requests per object " + label, Value: fmt.Sprintf("%.2f (%s)", r.Cold.Total()/objs, r.Cold),
+					Target: "report", OK: true},
+				Row{Metric: "API cost, cold start: writes per object " + label, Value: fmt.Sprintf("%.2f", r.Cold.Writes()/objs),
+					Target: "report", OK: true},
+				Row{Metric: "API cost, restart with nothing changed: writes", Value: fmt.Sprintf("%.0f (all requests: %s)", r.Restart.Writes(), r.Restart),
+					Target: "0", OK: r.Restart.Writes() == 0},
+				Row{Metric: fmt.Sprintf("API cost, steady state %s: writes", r.Window), Value: fmt.Sprintf("%.0f (all requests: %s)", r.Steady.Writes(), r.Steady),
+					Target: "0", OK: r.Steady.Writes() == 0},
+				Row{Metric: fmt.Sprintf("API cost, steady state %s: reconciles", r.Window), Value: fmt.Sprintf("%.0f", r.SteadySyncs),
+					Target: "0", OK: r.SteadySyncs == 0},
+			)
+		}
+	}
+	if cfg.run("publish") {
+		fmt.Fprintf(log, "bench: creating %d more nodes\n", cfg.PubNodes-cfg.AllocNodes)
+		if err := e.CreateNodes(ctx, cfg.AllocNodes, cfg.PubNodes, map[string]string{"bench.draforge/pub": "true"}); err != nil {
+			return rows, err
+		}
+		if r, err := e.Publish(ctx, cfg.PubNodes, cfg.PubDevices, pubSel); err != nil {
+			fail("slice publication", err)
+		} else {
+			rows = append(rows, Row{Metric: fmt.Sprintf("slice publication: controller vs raw client-go loop (%d nodes x %d devices, %d slices)", r.Nodes, r.Devices, r.Slices),
+				Value: sec(r.Controller), Baseline: sec(r.Raw), Ratio: ratio(r.Controller.Seconds(), r.Raw.Seconds()), Target: "<= 1.2",
+				OK: r.Controller.Seconds()/r.Raw.Seconds() <= 1.2})
+		}
+	}
+	return rows, nil
+}
+
+func ratio(a, b float64) string {
+	if b == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", a/b)
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond)) }
+
+func sec(d time.Duration) string { return fmt.Sprintf("%.2f s", d.Seconds()) }
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
