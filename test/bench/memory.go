@@ -120,6 +120,7 @@ var memoryGVRs = map[schema.GroupVersionResource]string{
 	claims.NodesGVR:                         "NodeList",
 	claims.PodsGVR:                          "PodList",
 	{Version: "v1", Resource: "namespaces"}: "NamespaceList",
+	{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}: "CustomResourceDefinitionList",
 }
 
 // MeasureMemory returns the heap bytes per object that the controller's caches hold for n
