@@ -20,6 +20,7 @@ import (
 
 	"github.com/draforge/draforge/drivers"
 	"github.com/draforge/draforge/drivers/claims"
+	"github.com/draforge/draforge/drivers/pools"
 	"github.com/draforge/draforge/drivers/simdevice"
 	"github.com/draforge/draforge/engine"
 	"github.com/draforge/draforge/engine/machine"
@@ -120,6 +121,7 @@ var memoryGVRs = map[schema.GroupVersionResource]string{
 	claims.NodesGVR:                         "NodeList",
 	claims.PodsGVR:                          "PodList",
 	{Version: "v1", Resource: "namespaces"}: "NamespaceList",
+	pools.CRDGVR:                            "CustomResourceDefinitionList",
 }
 
 // MeasureMemory returns the heap bytes per object that the controller's caches hold for n
