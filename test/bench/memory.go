@@ -125,8 +125,9 @@ var memoryGVRs = map[schema.GroupVersionResource]string{
 }
 
 // MeasureMemory returns the heap bytes per object that the controller's caches hold for n
-// objects of kind: the engine's dynamic informers (managedFields stripped), the drivers'
-// indexes and the allocator's typed copies, plus the engine's queues, built exactly as
+// objects of kind: the engine's dynamic informers (managedFields stripped; slices, classes,
+// nodes and pods cached typed and shared with the allocator, see drivers.CacheTyped), the
+// drivers' indexes and the allocator's typed claim copies, plus the engine's queues, built exactly as
 // `draforge controller` builds them, over a fake dynamic client. The live heap is read after
 // GC with the fake client's own copies already counted in the baseline.
 func MeasureMemory(ctx context.Context, kind string, n int) (float64, error) {
