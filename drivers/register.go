@@ -5,6 +5,10 @@ package drivers
 import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
+	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
@@ -32,6 +36,7 @@ type Set struct {
 
 // Register registers every driver's functions in reg.
 func Register(reg *engine.Registry, d Deps) (*Set, error) {
+	CacheTyped(d.Informers)
 	c, err := claims.Register(reg, d.Informers, d.Kube, d.Metrics)
 	if err != nil {
 		return nil, err
@@ -45,4 +50,41 @@ func Register(reg *engine.Registry, d Deps) (*Set, error) {
 		return nil, err
 	}
 	return &Set{Claims: c, Pools: p, Plugins: []engine.Plugin{sweeper}}, nil
+}
+
+// CacheTyped makes inf cache the resources the drivers only read (slices, classes, nodes, pods)
+// as typed objects, so the allocator's stores and the pod index share the informers' objects
+// instead of holding a second, converted copy. Pods and nodes are pruned to the fields the
+// drivers and the serve views read. The machines' own resources stay unstructured.
+func CacheTyped(inf *engine.Informers) {
+	inf.CacheTyped(claims.SlicesGVR, func() runtime.Object { return &resourcev1.ResourceSlice{} }, nil)
+	inf.CacheTyped(claims.ClassesGVR, func() runtime.Object { return &resourcev1.DeviceClass{} }, nil)
+	inf.CacheTyped(claims.NodesGVR, func() runtime.Object { return &corev1.Node{} }, pruneNode)
+	inf.CacheTyped(claims.PodsGVR, func() runtime.Object { return &corev1.Pod{} }, prunePod)
+}
+
+// prunePod keeps what allocator.ClaimNeedsSimulatedAllocation, the pod index, the podClaims
+// mapper and the serve views (graph, doctor, claim views) read.
+func prunePod(o runtime.Object) {
+	p, ok := o.(*corev1.Pod)
+	if !ok {
+		return
+	}
+	*p = corev1.Pod{
+		TypeMeta: p.TypeMeta,
+		ObjectMeta: metav1.ObjectMeta{
+			Name: p.Name, Namespace: p.Namespace, UID: p.UID, ResourceVersion: p.ResourceVersion,
+			Labels: p.Labels, OwnerReferences: p.OwnerReferences, DeletionTimestamp: p.DeletionTimestamp,
+		},
+		Spec:   corev1.PodSpec{NodeName: p.Spec.NodeName, ResourceClaims: p.Spec.ResourceClaims},
+		Status: corev1.PodStatus{ResourceClaimStatuses: p.Status.ResourceClaimStatuses},
+	}
+}
+
+// pruneNode drops the node's status (images, conditions, addresses...), which nothing reads:
+// node selection uses the name and labels.
+func pruneNode(o runtime.Object) {
+	if n, ok := o.(*corev1.Node); ok {
+		n.Status = corev1.NodeStatus{}
+	}
 }

@@ -14,6 +14,8 @@ import (
 	"github.com/rs/zerolog"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
@@ -138,6 +140,10 @@ type terminalMark struct {
 }
 
 func newRunner(e *Engine, m *machine.Machine) (*runner, error) {
+	if e.o.Informers.IsTyped(m.Resource) {
+		// Actions, observations and status writes work on unstructured objects.
+		return nil, fmt.Errorf("machine %s: resource %s is cached typed", m.Name, m.Resource)
+	}
 	r := &runner{
 		e: e, m: m,
 		inf:     e.o.Informers.For(m.Resource),
@@ -151,7 +157,7 @@ func newRunner(e *Engine, m *machine.Machine) (*runner, error) {
 		AddFunc: r.enqueueObj,
 		UpdateFunc: func(old, cur any) {
 			// Resyncs and no-op updates carry the same resourceVersion: nothing to do.
-			if o, c := asUnstructured(old), asUnstructured(cur); o != nil && c != nil && o.GetResourceVersion() == c.GetResourceVersion() {
+			if o, c := objectMeta(old), objectMeta(cur); o != nil && c != nil && o.GetResourceVersion() == c.GetResourceVersion() {
 				return
 			}
 			r.enqueueObj(cur)
@@ -164,8 +170,8 @@ func newRunner(e *Engine, m *machine.Machine) (*runner, error) {
 			return nil, err
 		}
 		handler := func(obj any) {
-			if u := asUnstructured(obj); u != nil {
-				for _, k := range mapFn(u) {
+			if o := objectMeta(obj); o != nil {
+				for _, k := range mapFn(o) {
 					r.add(k)
 				}
 			}
@@ -186,12 +192,12 @@ func newRunner(e *Engine, m *machine.Machine) (*runner, error) {
 	return r, nil
 }
 
-func (r *runner) triggerMapper(t machine.Trigger) (func(*unstructured.Unstructured) []string, error) {
+func (r *runner) triggerMapper(t machine.Trigger) (func(metav1.Object) []string, error) {
 	switch t.Map {
 	case "all":
-		return func(*unstructured.Unstructured) []string { return r.inf.GetStore().ListKeys() }, nil
+		return func(metav1.Object) []string { return r.inf.GetStore().ListKeys() }, nil
 	case "labels":
-		return func(u *unstructured.Unstructured) []string {
+		return func(u metav1.Object) []string {
 			l := u.GetLabels()
 			name, ns := l[t.NameLabel], l[t.NamespaceLabel]
 			if name == "" || (r.m.Namespaced && ns == "") {
@@ -205,7 +211,7 @@ func (r *runner) triggerMapper(t machine.Trigger) (func(*unstructured.Unstructur
 	if !ok || fn == nil {
 		return nil, fmt.Errorf("trigger %s: unknown map %q", t.Resource, t.Map)
 	}
-	return func(u *unstructured.Unstructured) []string {
+	return func(u metav1.Object) []string {
 		var keys []string
 		for _, n := range fn(u) {
 			keys = append(keys, n.String())
@@ -214,16 +220,21 @@ func (r *runner) triggerMapper(t machine.Trigger) (func(*unstructured.Unstructur
 	}, nil
 }
 
-func asUnstructured(obj any) *unstructured.Unstructured {
+// objectMeta returns the metadata of an informer object (possibly a delete tombstone), which is
+// *unstructured.Unstructured or, for resources cached typed (see CacheTyped), a typed object.
+func objectMeta(obj any) metav1.Object {
 	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = t.Obj
 	}
-	u, _ := obj.(*unstructured.Unstructured)
-	return u
+	o, err := meta.Accessor(obj)
+	if err != nil {
+		return nil
+	}
+	return o
 }
 
 func (r *runner) enqueueObj(obj any) {
-	if u := asUnstructured(obj); u != nil {
+	if u := objectMeta(obj); u != nil {
 		r.add(cache.ObjectName{Namespace: u.GetNamespace(), Name: u.GetName()}.String())
 	}
 }

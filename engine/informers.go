@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -19,6 +20,8 @@ import (
 
 // Informers is the one set of dynamic shared informers the engine and the drivers read from.
 // Every informer strips managedFields before caching, which is most of an object's size.
+// Objects are *unstructured.Unstructured, except for resources registered with CacheTyped;
+// code that reads objects of any resource uses meta.Accessor.
 type Informers struct {
 	client  dynamic.Interface
 	factory dynamicinformer.DynamicSharedInformerFactory
@@ -31,6 +34,8 @@ type Informers struct {
 	// dispatch runs every handler of one informer in one goroutine, feeders first, so a
 	// machine triggered by an event reads driver stores that already contain it.
 	dispatch map[schema.GroupVersionResource]*dispatcher
+	// typed are the resources cached as typed objects instead of unstructured (see CacheTyped).
+	typed map[schema.GroupVersionResource]cache.TransformFunc
 }
 
 // NewInformers returns informers over client with no periodic resync: the engine is event-driven.
@@ -43,7 +48,58 @@ func NewInformers(client dynamic.Interface) *Informers {
 		named:     map[string]cache.SharedIndexInformer{},
 		factories: []dynamicinformer.DynamicSharedInformerFactory{f},
 		dispatch:  map[schema.GroupVersionResource]*dispatcher{},
+		typed:     map[schema.GroupVersionResource]cache.TransformFunc{},
 	}
+}
+
+// CacheTyped makes the informers of gvr cache typed objects (newObj's type) instead of
+// *unstructured.Unstructured: each object is converted once, when it enters the cache, so the
+// drivers' typed stores can hold the informer's own pointers instead of a second copy. prune, if
+// not nil, clears the fields nobody reads before caching. Cached objects are shared and must
+// never be mutated. Call it before Start, and for resources whose informer was already created
+// before any handler sees an object.
+func (i *Informers) CacheTyped(gvr schema.GroupVersionResource, newObj func() runtime.Object, prune func(runtime.Object)) {
+	transform := func(obj any) (any, error) {
+		u, ok := obj.(*unstructured.Unstructured)
+		if !ok {
+			return stripManagedFields(obj)
+		}
+		out := newObj()
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, out); err != nil {
+			return nil, fmt.Errorf("%s %s: %w", gvr, u.GetName(), err)
+		}
+		if prune != nil {
+			prune(out)
+		}
+		return stripManagedFields(out)
+	}
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	i.typed[gvr] = transform
+	if inf, ok := i.byGVR[gvr]; ok {
+		_ = inf.SetTransform(transform)
+	}
+	for key, inf := range i.named {
+		if strings.HasPrefix(key, gvr.String()+"/") {
+			_ = inf.SetTransform(transform)
+		}
+	}
+}
+
+// IsTyped reports whether gvr is cached typed (see CacheTyped).
+func (i *Informers) IsTyped(gvr schema.GroupVersionResource) bool {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	_, ok := i.typed[gvr]
+	return ok
+}
+
+// transform is the transform of gvr's informers; the caller holds mu.
+func (i *Informers) transform(gvr schema.GroupVersionResource) cache.TransformFunc {
+	if t, ok := i.typed[gvr]; ok {
+		return t
+	}
+	return stripManagedFields
 }
 
 // ForName returns an informer over the single cluster-scoped or all-namespace object of gvr
@@ -60,7 +116,7 @@ func (i *Informers) ForName(gvr schema.GroupVersionResource, name string) cache.
 		o.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
 	})
 	inf := f.ForResource(gvr).Informer()
-	_ = inf.SetTransform(stripManagedFields)
+	_ = inf.SetTransform(i.transform(gvr))
 	i.named[key] = inf
 	i.factories = append(i.factories, f)
 	return inf
@@ -74,7 +130,7 @@ func (i *Informers) For(gvr schema.GroupVersionResource) cache.SharedIndexInform
 		return inf
 	}
 	inf := i.factory.ForResource(gvr).Informer()
-	_ = inf.SetTransform(stripManagedFields)
+	_ = inf.SetTransform(i.transform(gvr))
 	d := &dispatcher{}
 	_, _ = inf.AddEventHandler(d)
 	i.byGVR[gvr], i.dispatch[gvr] = inf, d
@@ -204,10 +260,14 @@ func stripManagedFields(obj any) (any, error) {
 	return obj, nil
 }
 
-// Typed converts an informer object (possibly a delete tombstone) to the typed form T.
+// Typed converts an informer object (possibly a delete tombstone) to the typed form T. An object
+// already cached as *T (see CacheTyped) is returned as is, not copied: callers must not mutate it.
 func Typed[T any](obj any) (*T, bool) {
 	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = t.Obj
+	}
+	if t, ok := obj.(*T); ok {
+		return t, t != nil
 	}
 	u, ok := obj.(*unstructured.Unstructured)
 	if !ok {

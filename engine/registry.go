@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/cache"
 
@@ -20,8 +21,10 @@ type Action func(ctx context.Context, obj *unstructured.Unstructured) error
 // Observation answers a yes/no question about an object from informer caches.
 type Observation func(ctx context.Context, obj *unstructured.Unstructured) (bool, error)
 
-// Mapper turns a changed object of a trigger resource into keys of a machine's resource.
-type Mapper func(obj *unstructured.Unstructured) []cache.ObjectName
+// Mapper turns a changed object of a trigger resource into keys of a machine's resource. obj is
+// *unstructured.Unstructured, or a typed object for resources cached typed (see
+// Informers.CacheTyped); engine.Typed converts either. It must not be mutated.
+type Mapper func(obj metav1.Object) []cache.ObjectName
 
 // Registry holds the driver functions machines call by name.
 type Registry struct {

@@ -135,7 +135,7 @@ func definitelyRejected(err error) bool {
 		apierrors.IsTooManyRequests(err) || apierrors.IsRequestEntityTooLargeError(err) || apierrors.IsMethodNotSupported(err)
 }
 
-func podClaims(obj *unstructured.Unstructured) []cache.ObjectName {
+func podClaims(obj metav1.Object) []cache.ObjectName {
 	pod, ok := engine.Typed[corev1.Pod](obj)
 	if !ok {
 		return nil
@@ -151,7 +151,7 @@ func podClaims(obj *unstructured.Unstructured) []cache.ObjectName {
 // Allocated claims derive to a state with no events, so re-syncing them would be work without
 // effect; with hundreds of allocated claims and a pool publishing a thousand slices that work
 // used to dominate the controller's CPU.
-func (d *Driver) pendingClaims(*unstructured.Unstructured) []cache.ObjectName {
+func (d *Driver) pendingClaims(metav1.Object) []cache.ObjectName {
 	var keys []cache.ObjectName
 	for _, k := range d.Allocator.PendingClaims() {
 		ns, name, err := cache.SplitMetaNamespaceKey(k)

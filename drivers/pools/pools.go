@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -98,11 +99,11 @@ func Register(reg *engine.Registry, inf *engine.Informers, kube kubernetes.Inter
 
 func labelIndex(value func(map[string]string) string) cache.IndexFunc {
 	return func(obj any) ([]string, error) {
-		u, ok := obj.(*unstructured.Unstructured)
-		if !ok {
+		o, err := meta.Accessor(obj)
+		if err != nil {
 			return nil, nil
 		}
-		if v := value(u.GetLabels()); v != "" {
+		if v := value(o.GetLabels()); v != "" {
 			return []string{v}, nil
 		}
 		return nil, nil
@@ -331,7 +332,11 @@ func (d *Driver) awaited(name string) bool {
 	o, exists, _ := d.slices.GetStore().GetByKey(name)
 	caught := !exists && want == 0
 	if exists && want > 0 {
-		have, err := strconv.ParseUint(o.(*unstructured.Unstructured).GetResourceVersion(), 10, 64)
+		m, err := meta.Accessor(o)
+		if err != nil {
+			return false // not an object: cannot compare, do not wait
+		}
+		have, err := strconv.ParseUint(m.GetResourceVersion(), 10, 64)
 		caught = err != nil || have >= want
 	}
 	if caught {

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/cache"
@@ -28,8 +29,8 @@ func (d *Driver) Sweeper() (*Sweeper, error) {
 		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 			obj = t.Obj
 		}
-		if u, ok := obj.(*unstructured.Unstructured); ok && u.GetLabels()[simdevice.LabelSDPUID] != "" {
-			s.queue.Add(u.GetName())
+		if o, err := meta.Accessor(obj); err == nil && o.GetLabels()[simdevice.LabelSDPUID] != "" {
+			s.queue.Add(o.GetName())
 		}
 	}
 	d.inf.Notify(claims.SlicesGVR, cache.ResourceEventHandlerFuncs{
@@ -81,11 +82,15 @@ func (s *Sweeper) sweep(ctx context.Context, name string) error {
 	if !ok {
 		return nil
 	}
-	uid := o.(*unstructured.Unstructured).GetLabels()[simdevice.LabelSDPUID]
+	m, err := meta.Accessor(o)
+	if err != nil {
+		return nil
+	}
+	uid := m.GetLabels()[simdevice.LabelSDPUID]
 	if owners, _ := s.d.pools.GetIndexer().ByIndex(byUID, uid); uid == "" || len(owners) > 0 {
 		return nil
 	}
-	err := s.d.kube.ResourceV1().ResourceSlices().Delete(ctx, name, metav1.DeleteOptions{})
+	err = s.d.kube.ResourceV1().ResourceSlices().Delete(ctx, name, metav1.DeleteOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil
 	}

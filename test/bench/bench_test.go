@@ -63,6 +63,7 @@ func TestMeasureMemory(t *testing.T) {
 		if b <= 0 {
 			t.Fatalf("%s: %v bytes per object", kind, b)
 		}
+		t.Logf("%s: %.0f B/object (%.2f KiB)", kind, b, b/1024)
 	}
 }
 

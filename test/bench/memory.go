@@ -20,6 +20,7 @@ import (
 
 	"github.com/draforge/draforge/drivers"
 	"github.com/draforge/draforge/drivers/claims"
+	"github.com/draforge/draforge/drivers/pools"
 	"github.com/draforge/draforge/drivers/simdevice"
 	"github.com/draforge/draforge/engine"
 	"github.com/draforge/draforge/engine/machine"
@@ -120,12 +121,13 @@ var memoryGVRs = map[schema.GroupVersionResource]string{
 	claims.NodesGVR:                         "NodeList",
 	claims.PodsGVR:                          "PodList",
 	{Version: "v1", Resource: "namespaces"}: "NamespaceList",
-	{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}: "CustomResourceDefinitionList",
+	pools.CRDGVR:                            "CustomResourceDefinitionList",
 }
 
 // MeasureMemory returns the heap bytes per object that the controller's caches hold for n
-// objects of kind: the engine's dynamic informers (managedFields stripped), the drivers'
-// indexes and the allocator's typed copies, plus the engine's queues, built exactly as
+// objects of kind: the engine's dynamic informers (managedFields stripped; slices, classes,
+// nodes and pods cached typed and shared with the allocator, see drivers.CacheTyped), the
+// drivers' indexes and the allocator's typed claim copies, plus the engine's queues, built exactly as
 // `draforge controller` builds them, over a fake dynamic client. The live heap is read after
 // GC with the fake client's own copies already counted in the baseline.
 func MeasureMemory(ctx context.Context, kind string, n int) (float64, error) {

@@ -8,6 +8,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
@@ -57,7 +59,7 @@ func (wt *Watcher) Register() error {
 		_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc: func(obj any) { wt.note(kind, obj, OpAdd) },
 			UpdateFunc: func(old, cur any) {
-				o, c := asUnstructured(old), asUnstructured(cur)
+				o, c := objectMeta(old), objectMeta(cur)
 				if o != nil && c != nil && o.GetResourceVersion() == c.GetResourceVersion() {
 					return
 				}
@@ -80,8 +82,21 @@ func asUnstructured(obj any) *unstructured.Unstructured {
 	return u
 }
 
+// objectMeta returns the metadata of an informer object (possibly a delete tombstone):
+// unstructured, or typed for the resources the drivers cache typed (drivers.CacheTyped).
+func objectMeta(obj any) metav1.Object {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	o, err := meta.Accessor(obj)
+	if err != nil {
+		return nil
+	}
+	return o
+}
+
 func (wt *Watcher) note(kind string, obj any, op string) {
-	u := asUnstructured(obj)
+	u := objectMeta(obj)
 	if u == nil {
 		return
 	}
