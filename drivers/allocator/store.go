@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/dynamic-resource-allocation/cel"
@@ -146,6 +147,11 @@ func (a *Allocator) UpsertClaim(claim *resourcev1.ResourceClaim) {
 	key := claimKey(claim)
 	if old, ok := a.claims[key]; ok && old.UID != claim.UID {
 		delete(a.inFlight, old.UID) // the claim was recreated: the old one is gone
+	}
+	// Only identity and the allocation are read back: a lean copy keeps the cache small.
+	claim = &resourcev1.ResourceClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: claim.Name, Namespace: claim.Namespace, UID: claim.UID, DeletionTimestamp: claim.DeletionTimestamp},
+		Status:     resourcev1.ResourceClaimStatus{Allocation: claim.Status.Allocation},
 	}
 	a.claims[key] = claim
 	if r, ok := a.inFlight[claim.UID]; ok && claim.Status.Allocation != nil &&
