@@ -3,25 +3,19 @@ package cli
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
-	"os"
 	"time"
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
 
-	"github.com/draforge/draforge/drivers"
 	"github.com/draforge/draforge/engine"
 	"github.com/draforge/draforge/engine/health"
 	"github.com/draforge/draforge/engine/leader"
-	"github.com/draforge/draforge/engine/logging"
-	"github.com/draforge/draforge/engine/machine"
 	"github.com/draforge/draforge/engine/metrics"
 )
 
@@ -78,41 +72,13 @@ func runController(ctx context.Context, kf *kubeFlags, o *controllerOptions) err
 	if err := o.validate(); err != nil {
 		return err
 	}
-	log, err := logging.New(os.Stderr, o.logLevel)
-	if err != nil {
-		return err
-	}
-	cfg, err := kf.config()
-	if err != nil {
-		return err
-	}
-	cfg.QPS, cfg.Burst = o.qps, o.burst
-	cfg.UserAgent = "draforge-controller/" + Version
-	kube, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return err
-	}
-	dyn, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		return err
-	}
-
-	informers := engine.NewInformers(dyn)
-	reg := engine.NewRegistry()
 	m0 := metrics.New()
-	set, err := drivers.Register(reg, drivers.Deps{Kube: kube, Dynamic: dyn, Informers: informers, Metrics: m0.Registry, Log: log})
+	rt, err := newProcess(kf, processOptions{component: "controller", logLevel: o.logLevel, machinesDir: o.machinesDir,
+		qps: o.qps, burst: o.burst, metrics: m0.Registry})
 	if err != nil {
 		return err
 	}
-	var machines []*machine.Machine
-	if o.machinesDir != "" {
-		machines, err = machine.LoadDir(o.machinesDir, reg.Names())
-	} else {
-		machines, err = machine.Default(reg.Names())
-	}
-	if err != nil {
-		return fmt.Errorf("load machines:\n%w", err)
-	}
+	log, cfg, kube, dyn, informers, machines := rt.log, rt.cfg, rt.kube, rt.dyn, rt.informers, rt.machines
 	m0.InitMachines(machines)
 
 	// Events get their own client (and so their own rate limiter), as in kube-scheduler: one
@@ -127,7 +93,7 @@ func runController(ctx context.Context, kf *kubeFlags, o *controllerOptions) err
 	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "draforge-controller"})
 
 	eng, err := engine.New(engine.Options{
-		Dynamic: dyn, Informers: informers, Registry: reg, Machines: machines,
+		Dynamic: dyn, Informers: informers, Registry: rt.registry, Machines: machines,
 		Recorder: recorder, Observer: m0, Log: log,
 	})
 	if err != nil {
@@ -153,7 +119,7 @@ func runController(ctx context.Context, kf *kubeFlags, o *controllerOptions) err
 
 	log.Info().Int("machines", len(machines)).Bool("leaderElect", o.leader.Enabled).Str("runtimeAddress", o.runtimeAddr).Msg("controller starting")
 	done := make(chan error, 1)
-	plugins := append([]engine.Plugin{server, informers.Plugin(), eng.Plugin()}, set.Plugins...)
+	plugins := append([]engine.Plugin{server, informers.Plugin(), eng.Plugin()}, rt.drivers.Plugins...)
 	go func() { done <- engine.RunPlugins(ctx, elector, plugins...) }()
 	select {
 	case err := <-done:

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -17,11 +16,8 @@ import (
 
 	"github.com/draforge/draforge/cmd/draforge/internal/doctor"
 	"github.com/draforge/draforge/cmd/draforge/internal/server"
-	"github.com/draforge/draforge/drivers"
 	"github.com/draforge/draforge/engine"
 	"github.com/draforge/draforge/engine/health"
-	"github.com/draforge/draforge/engine/logging"
-	"github.com/draforge/draforge/engine/machine"
 	"github.com/draforge/draforge/engine/metrics"
 )
 
@@ -100,24 +96,14 @@ func runServe(ctx context.Context, kf *kubeFlags, o *serveOptions) error {
 	if err := o.validate(); err != nil {
 		return err
 	}
-	log, err := logging.New(os.Stderr, o.logLevel)
+	// The machines and drivers of the controller, over the same informers, only to derive
+	// states: the engine is never run, so no action (no write) ever happens here.
+	rt, err := newProcess(kf, processOptions{component: "serve", logLevel: o.logLevel, machinesDir: o.machinesDir,
+		qps: o.qps, burst: o.burst, metrics: prometheus.NewRegistry()})
 	if err != nil {
 		return err
 	}
-	cfg, err := kf.config()
-	if err != nil {
-		return err
-	}
-	cfg.QPS, cfg.Burst = o.qps, o.burst
-	cfg.UserAgent = "draforge-serve/" + Version
-	kube, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return err
-	}
-	dyn, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		return err
-	}
+	log, cfg, kube, dyn, informers := rt.log, rt.cfg, rt.kube, rt.dyn, rt.informers
 	// Discovery and CRD reads of the doctor facts get their own bound.
 	factsCfg := rest.CopyConfig(cfg)
 	factsCfg.Timeout = 10 * time.Second
@@ -136,24 +122,7 @@ func runServe(ctx context.Context, kf *kubeFlags, o *serveOptions) error {
 		return err
 	}
 
-	informers := engine.NewInformers(dyn)
-	// The machines and drivers of the controller, over the same informers, only to derive
-	// states: the engine is never run, so no action (no write) ever happens here.
-	machReg := engine.NewRegistry()
-	if _, err := drivers.Register(machReg, drivers.Deps{Kube: kube, Dynamic: dyn, Informers: informers,
-		Metrics: prometheus.NewRegistry(), Log: log}); err != nil {
-		return err
-	}
-	var machines []*machine.Machine
-	if o.machinesDir != "" {
-		machines, err = machine.LoadDir(o.machinesDir, machReg.Names())
-	} else {
-		machines, err = machine.Default(machReg.Names())
-	}
-	if err != nil {
-		return fmt.Errorf("load machines:\n%w", err)
-	}
-	eng, err := engine.New(engine.Options{Dynamic: dyn, Informers: informers, Registry: machReg, Machines: machines, Log: log})
+	eng, err := engine.New(engine.Options{Dynamic: dyn, Informers: informers, Registry: rt.registry, Machines: rt.machines, Log: log})
 	if err != nil {
 		return err
 	}

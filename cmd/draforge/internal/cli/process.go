@@ -1,0 +1,76 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/draforge/draforge/drivers"
+	"github.com/draforge/draforge/engine"
+	"github.com/draforge/draforge/engine/logging"
+	"github.com/draforge/draforge/engine/machine"
+)
+
+// processOptions are the settings the long-running commands (controller, serve) share.
+type processOptions struct {
+	component   string // user agent prefix: draforge-<component>/<version>
+	logLevel    string
+	machinesDir string
+	qps         float32
+	burst       int
+	// metrics receives the drivers' own series.
+	metrics prometheus.Registerer
+}
+
+// process is what controller and serve both build: the logger, the clients, one set of
+// informers, the drivers registered over them and the machines validated against the drivers.
+type process struct {
+	log       zerolog.Logger
+	cfg       *rest.Config
+	kube      kubernetes.Interface
+	dyn       dynamic.Interface
+	informers *engine.Informers
+	registry  *engine.Registry
+	drivers   *drivers.Set
+	machines  []*machine.Machine
+}
+
+func newProcess(kf *kubeFlags, o processOptions) (*process, error) {
+	log, err := logging.New(os.Stderr, o.logLevel)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := kf.config()
+	if err != nil {
+		return nil, err
+	}
+	cfg.QPS, cfg.Burst = o.qps, o.burst
+	cfg.UserAgent = "draforge-" + o.component + "/" + Version
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	rt := &process{log: log, cfg: cfg, kube: kube, dyn: dyn, informers: engine.NewInformers(dyn), registry: engine.NewRegistry()}
+	if rt.drivers, err = drivers.Register(rt.registry, drivers.Deps{Kube: kube, Dynamic: dyn, Informers: rt.informers,
+		Metrics: o.metrics, Log: log}); err != nil {
+		return nil, err
+	}
+	if o.machinesDir != "" {
+		rt.machines, err = machine.LoadDir(o.machinesDir, rt.registry.Names())
+	} else {
+		rt.machines, err = machine.Default(rt.registry.Names())
+	}
+	if err != nil {
+		return nil, fmt.Errorf("load machines:\n%w", err)
+	}
+	return rt, nil
+}
