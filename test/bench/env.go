@@ -37,6 +37,7 @@ import (
 
 	"github.com/draforge/draforge/drivers/simdevice"
 	"github.com/draforge/draforge/test/cluster"
+	"github.com/draforge/draforge/test/e2e/e2eutil"
 )
 
 // QPS and Burst are the client limits of every measured client: the controller
@@ -374,24 +375,7 @@ type Sample string
 
 // Sum adds the samples of metric name whose label set contains every given `k="v"` pair.
 func (s Sample) Sum(name string, labels ...string) float64 {
-	var sum float64
-	for _, line := range strings.Split(string(s), "\n") {
-		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
-			continue
-		}
-		ok := true
-		for _, l := range labels {
-			ok = ok && strings.Contains(line, l)
-		}
-		if !ok {
-			continue
-		}
-		f := strings.Fields(line)
-		if v, err := strconv.ParseFloat(f[len(f)-1], 64); err == nil {
-			sum += v
-		}
-	}
-	return sum
+	return e2eutil.SumMetric(string(s), name, labels...)
 }
 
 // Requests is the controller's rest_client_requests_total by method.

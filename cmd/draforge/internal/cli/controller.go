@@ -20,15 +20,13 @@ import (
 )
 
 type controllerOptions struct {
-	machinesDir    string
-	runtimeAddr    string
-	logLevel       string
-	qps            float32
-	burst          int
-	readyTimeout   time.Duration
-	readyGrace     time.Duration
-	shutdownWithin time.Duration
-	leader         leader.Config
+	machinesDir string
+	runtimeAddr string
+	logLevel    string
+	qps         float32
+	burst       int
+	lifecycle
+	leader leader.Config
 }
 
 func newController(kf *kubeFlags) *cobra.Command {
@@ -47,24 +45,13 @@ func newController(kf *kubeFlags) *cobra.Command {
 	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	f.Float32Var(&o.qps, "kube-api-qps", 50, "client-side QPS limit towards the API server")
 	f.IntVar(&o.burst, "kube-api-burst", 100, "client-side burst towards the API server")
-	f.DurationVar(&o.readyTimeout, "readiness-timeout", 2*time.Second, "bound of the /readyz API call")
-	f.DurationVar(&o.readyGrace, "readiness-grace-period", 15*time.Second, "how long /readyz stays 200 degraded after the last success")
-	f.DurationVar(&o.shutdownWithin, "shutdown-timeout", 5*time.Second, "graceful shutdown limit after SIGINT/SIGTERM")
+	o.lifecycle.addFlags(f, "graceful shutdown limit after SIGINT/SIGTERM")
 	o.leader.AddFlags(f)
 	return cmd
 }
 
 func (o *controllerOptions) validate() error {
-	var errs []error
-	if o.readyTimeout <= 0 {
-		errs = append(errs, errors.New("--readiness-timeout must be positive"))
-	}
-	if o.readyGrace < 0 {
-		errs = append(errs, errors.New("--readiness-grace-period must not be negative"))
-	}
-	if o.shutdownWithin <= 0 {
-		errs = append(errs, errors.New("--shutdown-timeout must be positive"))
-	}
+	errs := o.lifecycle.validate()
 	return errors.Join(append(errs, o.leader.Validate())...)
 }
 

@@ -22,16 +22,14 @@ import (
 )
 
 type serveOptions struct {
-	addr            string
-	logLevel        string
-	corsOrigins     []string
-	controllerURL   string
-	machinesDir     string
-	qps             float32
-	burst           int
-	readyTimeout    time.Duration
-	readyGrace      time.Duration
-	shutdownWithin  time.Duration
+	addr          string
+	logLevel      string
+	corsOrigins   []string
+	controllerURL string
+	machinesDir   string
+	qps           float32
+	burst         int
+	lifecycle
 	doctorInterval  time.Duration
 	rebuildInterval time.Duration
 	heartbeat       time.Duration
@@ -61,9 +59,7 @@ an authenticating proxy. CORS is not an authentication boundary.`,
 	f.StringVar(&o.machinesDir, "machines", "", "directory of CUE machine files overriding the embedded ones (use the controller's)")
 	f.Float32Var(&o.qps, "kube-api-qps", 20, "client-side QPS limit towards the API server")
 	f.IntVar(&o.burst, "kube-api-burst", 40, "client-side burst towards the API server")
-	f.DurationVar(&o.readyTimeout, "readiness-timeout", 2*time.Second, "bound of the /readyz API call")
-	f.DurationVar(&o.readyGrace, "readiness-grace-period", 15*time.Second, "how long /readyz stays 200 degraded after the last success")
-	f.DurationVar(&o.shutdownWithin, "shutdown-timeout", 5*time.Second, "graceful shutdown limit after SIGINT/SIGTERM (streams are cancelled at once)")
+	o.lifecycle.addFlags(f, "graceful shutdown limit after SIGINT/SIGTERM (streams are cancelled at once)")
 	f.DurationVar(&o.doctorInterval, "doctor-interval", 30*time.Second, "how often doctor facts (discovery, CRD, controller) are gathered")
 	f.DurationVar(&o.rebuildInterval, "snapshot-interval", 250*time.Millisecond, "minimum time between two snapshot rebuilds")
 	f.DurationVar(&o.heartbeat, "stream-heartbeat", 15*time.Second, "interval of the event stream's heartbeat comments")
@@ -73,16 +69,7 @@ an authenticating proxy. CORS is not an authentication boundary.`,
 }
 
 func (o *serveOptions) validate() error {
-	var errs []error
-	if o.readyTimeout <= 0 {
-		errs = append(errs, errors.New("--readiness-timeout must be positive"))
-	}
-	if o.readyGrace < 0 {
-		errs = append(errs, errors.New("--readiness-grace-period must not be negative"))
-	}
-	if o.shutdownWithin <= 0 {
-		errs = append(errs, errors.New("--shutdown-timeout must be positive"))
-	}
+	errs := o.lifecycle.validate()
 	if o.doctorInterval <= 0 || o.rebuildInterval <= 0 || o.heartbeat <= 0 {
 		errs = append(errs, errors.New("--doctor-interval, --snapshot-interval and --stream-heartbeat must be positive"))
 	}
