@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"time"
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
@@ -105,22 +104,8 @@ func runController(ctx context.Context, kf *kubeFlags, o *controllerOptions) err
 	server := &health.Server{Addr: o.runtimeAddr, Handler: mux, ShutdownTimeout: o.shutdownWithin}
 
 	log.Info().Int("machines", len(machines)).Bool("leaderElect", o.leader.Enabled).Str("runtimeAddress", o.runtimeAddr).Msg("controller starting")
-	done := make(chan error, 1)
 	plugins := append([]engine.Plugin{server, informers.Plugin(), eng.Plugin()}, rt.drivers.Plugins...)
-	go func() { done <- engine.RunPlugins(ctx, elector, plugins...) }()
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
-	}
-	log.Info().Dur("within", o.shutdownWithin).Msg("shutting down")
-	select {
-	case err := <-done:
-		return err
-	case <-time.After(o.shutdownWithin):
-		log.Warn().Msg("shutdown timeout reached; exiting with work in flight")
-		return nil
-	}
+	return runPlugins(ctx, log, o.shutdownWithin, elector, plugins...)
 }
 
 // runtimeHandler is the controller's runtime HTTP surface: /healthz, /readyz and /metrics.

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -104,4 +105,24 @@ func (l lifecycle) validate() []error {
 		errs = append(errs, errors.New("--shutdown-timeout must be positive"))
 	}
 	return errs
+}
+
+// runPlugins runs the plugins until ctx ends, then gives them `within` to stop: the process
+// exits after that even with work in flight, as the operations guide promises.
+func runPlugins(ctx context.Context, log zerolog.Logger, within time.Duration, elector engine.Elector, plugins ...engine.Plugin) error {
+	done := make(chan error, 1)
+	go func() { done <- engine.RunPlugins(ctx, elector, plugins...) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+	}
+	log.Info().Dur("within", within).Msg("shutting down")
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(within):
+		log.Warn().Msg("shutdown timeout reached; exiting with work in flight")
+		return nil
+	}
 }

@@ -147,19 +147,6 @@ func runServe(ctx context.Context, kf *kubeFlags, o *serveOptions) error {
 	})
 
 	log.Info().Str("address", o.addr).Int("corsOrigins", len(o.corsOrigins)).Bool("controllerURL", o.controllerURL != "").Msg("serve starting")
-	done := make(chan error, 1)
-	go func() { done <- engine.RunPlugins(ctx, nil, srv, informers.Plugin(), watcher, facts) }()
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
-	}
-	log.Info().Dur("within", o.shutdownWithin).Msg("shutting down")
-	select {
-	case err := <-done:
-		return err
-	case <-time.After(o.shutdownWithin + time.Second):
-		log.Warn().Msg("shutdown timeout reached; exiting")
-		return nil
-	}
+	// One second more than the server's own shutdown, so streams and requests end first.
+	return runPlugins(ctx, log, o.shutdownWithin+time.Second, nil, srv, informers.Plugin(), watcher, facts)
 }
