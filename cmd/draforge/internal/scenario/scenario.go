@@ -21,6 +21,7 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/dynamic"
 
+	"github.com/draforge/draforge/drivers/claims"
 	"github.com/draforge/draforge/drivers/simdevice"
 	"github.com/draforge/draforge/schemas"
 )
@@ -41,10 +42,10 @@ type Kind struct {
 // Kinds are the document kinds #Document allows, in apply order.
 var Kinds = []Kind{
 	{"v1", "Namespace", schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}, false, 0},
-	{"resource.k8s.io/v1", "DeviceClass", schema.GroupVersionResource{Group: "resource.k8s.io", Version: "v1", Resource: "deviceclasses"}, false, 1},
+	{"resource.k8s.io/v1", "DeviceClass", claims.ClassesGVR, false, 1},
 	{simdevice.Group + "/" + simdevice.Version, simdevice.Kind, simdevice.GVR, true, 2},
-	{"resource.k8s.io/v1", "ResourceClaim", schema.GroupVersionResource{Group: "resource.k8s.io", Version: "v1", Resource: "resourceclaims"}, true, 3},
-	{"v1", "Pod", schema.GroupVersionResource{Version: "v1", Resource: "pods"}, true, 4},
+	{"resource.k8s.io/v1", "ResourceClaim", claims.ClaimsGVR, true, 3},
+	{"v1", "Pod", claims.PodsGVR, true, 4},
 }
 
 // KindOf returns the Kind of a decoded document.

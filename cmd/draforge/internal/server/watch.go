@@ -15,17 +15,9 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/draforge/draforge/cmd/draforge/internal/inventory"
+	"github.com/draforge/draforge/drivers/claims"
 	"github.com/draforge/draforge/drivers/simdevice"
 	"github.com/draforge/draforge/engine"
-)
-
-// The resources a snapshot is built from.
-var (
-	gvrSlices  = schema.GroupVersionResource{Group: "resource.k8s.io", Version: "v1", Resource: "resourceslices"}
-	gvrClasses = schema.GroupVersionResource{Group: "resource.k8s.io", Version: "v1", Resource: "deviceclasses"}
-	gvrClaims  = schema.GroupVersionResource{Group: "resource.k8s.io", Version: "v1", Resource: "resourceclaims"}
-	gvrPods    = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
-	gvrNodes   = schema.GroupVersionResource{Version: "v1", Resource: "nodes"}
 )
 
 // Watcher rebuilds the server's snapshot from informer caches after changes: at most once per
@@ -51,8 +43,8 @@ func (wt *Watcher) Register() error {
 	wt.pending = map[Change]struct{}{}
 	wt.infs = map[string]cache.SharedIndexInformer{}
 	for kind, gvr := range map[string]schema.GroupVersionResource{
-		simdevice.Kind: simdevice.GVR, "ResourceSlice": gvrSlices, "DeviceClass": gvrClasses,
-		"ResourceClaim": gvrClaims, "Pod": gvrPods, "Node": gvrNodes,
+		simdevice.Kind: simdevice.GVR, "ResourceSlice": claims.SlicesGVR, "DeviceClass": claims.ClassesGVR,
+		"ResourceClaim": claims.ClaimsGVR, "Pod": claims.PodsGVR, "Node": claims.NodesGVR,
 	} {
 		inf := wt.Informers.For(gvr)
 		wt.infs[kind] = inf

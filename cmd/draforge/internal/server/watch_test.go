@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 
+	"github.com/draforge/draforge/drivers/claims"
 	"github.com/draforge/draforge/drivers/simdevice"
 	"github.com/draforge/draforge/engine"
 )
@@ -31,8 +32,8 @@ func claimObj(ns, name string) *unstructured.Unstructured {
 func TestWatcher(t *testing.T) {
 	node := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Node", "metadata": map[string]any{"name": "node-a"}}}
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
-		simdevice.GVR: simdevice.Kind + "List", gvrSlices: "ResourceSliceList", gvrClasses: "DeviceClassList",
-		gvrClaims: "ResourceClaimList", gvrPods: "PodList", gvrNodes: "NodeList",
+		simdevice.GVR: simdevice.Kind + "List", claims.SlicesGVR: "ResourceSliceList", claims.ClassesGVR: "DeviceClassList",
+		claims.ClaimsGVR: "ResourceClaimList", claims.PodsGVR: "PodList", claims.NodesGVR: "NodeList",
 	}, node, claimObj("demo", "first"))
 	inf := engine.NewInformers(dyn)
 	s, err := New(Options{})
@@ -67,7 +68,7 @@ func TestWatcher(t *testing.T) {
 	if first.Version != 1 || !first.Truncated || first.Counts.Claims != 1 || first.Counts.Nodes != 1 {
 		t.Fatalf("first snapshot %+v", first)
 	}
-	api := dyn.Resource(gvrClaims).Namespace("demo")
+	api := dyn.Resource(claims.ClaimsGVR).Namespace("demo")
 	for i := range 5 {
 		if _, err := api.Create(ctx, claimObj("demo", fmt.Sprint("c", i)), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
