@@ -15,13 +15,15 @@ import (
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 
 	"github.com/draforge/draforge/drivers/claims"
+	"github.com/draforge/draforge/drivers/compactslice"
 	"github.com/draforge/draforge/drivers/pools"
 	"github.com/draforge/draforge/drivers/simdevice"
 	"github.com/draforge/draforge/engine"
 )
 
-// TestTypedCachesShareObjects: slices, nodes and pods are cached once, typed, managedFields
-// stripped and pods and nodes pruned; the drivers' stores hold the informers' own pointers.
+// TestTypedCachesShareObjects: slices, nodes and pods are cached once, typed (slices in compact
+// form), managedFields stripped and pods and nodes pruned; the drivers' stores hold the
+// informers' own pointers.
 func TestTypedCachesShareObjects(t *testing.T) {
 	toU := func(o any) *unstructured.Unstructured {
 		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o)
@@ -96,8 +98,11 @@ func TestTypedCachesShareObjects(t *testing.T) {
 		t.Errorf("node cached as %T %+v", o, o)
 	}
 	o, _, _ = inf.For(claims.SlicesGVR).GetStore().GetByKey("s")
-	if s, ok := o.(*resourcev1.ResourceSlice); !ok || s.ManagedFields != nil || s.Spec.Pool.Name != "p" {
+	if s, ok := o.(*compactslice.Slice); !ok || s.ManagedFields != nil || s.Pool().Name != "p" || s.NodeName() != node {
 		t.Errorf("slice cached as %T %+v", o, o)
+	}
+	if s, ok := engine.Typed[resourcev1.ResourceSlice](o); !ok || s.Spec.Pool.Name != "p" || *s.Spec.NodeName != node {
+		t.Errorf("slice expanded to %+v", s)
 	}
 }
 

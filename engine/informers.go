@@ -54,24 +54,29 @@ func NewInformers(client dynamic.Interface) *Informers {
 
 // CacheTyped makes the informers of gvr cache typed objects (newObj's type) instead of
 // *unstructured.Unstructured: each object is converted once, when it enters the cache, so the
-// drivers' typed stores can hold the informer's own pointers instead of a second copy. prune, if
-// not nil, clears the fields nobody reads before caching. Cached objects are shared and must
+// drivers' typed stores can hold the informer's own pointers instead of a second copy. shrink,
+// if not nil, returns what is cached instead of the typed object: the object itself with the
+// fields nobody reads cleared, or a Compact form of it. Cached objects are shared and must
 // never be mutated. Call it before Start, and for resources whose informer was already created
 // before any handler sees an object.
-func (i *Informers) CacheTyped(gvr schema.GroupVersionResource, newObj func() runtime.Object, prune func(runtime.Object)) {
+func (i *Informers) CacheTyped(gvr schema.GroupVersionResource, newObj func() runtime.Object, shrink func(runtime.Object) runtime.Object) {
 	transform := func(obj any) (any, error) {
 		u, ok := obj.(*unstructured.Unstructured)
 		if !ok {
 			return stripManagedFields(obj)
 		}
-		out := newObj()
+		var out runtime.Object = newObj()
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, out); err != nil {
 			return nil, fmt.Errorf("%s %s: %w", gvr, u.GetName(), err)
 		}
-		if prune != nil {
-			prune(out)
+		// Cleared first, so a compact form never copies them.
+		if _, err := stripManagedFields(out); err != nil {
+			return nil, err
 		}
-		return stripManagedFields(out)
+		if shrink != nil {
+			out = shrink(out)
+		}
+		return out, nil
 	}
 	i.mu.Lock()
 	defer i.mu.Unlock()
@@ -260,8 +265,22 @@ func stripManagedFields(obj any) (any, error) {
 	return obj, nil
 }
 
+// Compact is a cache form that is smaller than the API type it stands for (see CacheTyped).
+type Compact interface {
+	runtime.Object
+	// ExpandObject returns the API object, a new one on each call.
+	ExpandObject() runtime.Object
+}
+
+// UnstructuredDecoder is implemented by a Compact type, so Typed can build it from an object
+// that was cached unstructured.
+type UnstructuredDecoder interface {
+	DecodeUnstructured(*unstructured.Unstructured) error
+}
+
 // Typed converts an informer object (possibly a delete tombstone) to the typed form T. An object
-// already cached as *T (see CacheTyped) is returned as is, not copied: callers must not mutate it.
+// already cached as *T (see CacheTyped) is returned as is, not copied: callers must not mutate
+// it. A Compact object is expanded when T is its API type.
 func Typed[T any](obj any) (*T, bool) {
 	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = t.Obj
@@ -269,11 +288,18 @@ func Typed[T any](obj any) (*T, bool) {
 	if t, ok := obj.(*T); ok {
 		return t, t != nil
 	}
+	if c, ok := obj.(Compact); ok {
+		t, ok := any(c.ExpandObject()).(*T)
+		return t, ok && t != nil
+	}
 	u, ok := obj.(*unstructured.Unstructured)
 	if !ok {
 		return nil, false
 	}
 	out := new(T)
+	if d, ok := any(out).(UnstructuredDecoder); ok {
+		return out, d.DecodeUnstructured(u) == nil
+	}
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, out); err != nil {
 		return nil, false
 	}

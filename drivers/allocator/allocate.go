@@ -95,30 +95,31 @@ func (a *Allocator) Allocate(ctx context.Context, claim *resourcev1.ResourceClai
 	}
 }
 
-// claimAllocator is a structured allocator bound to one snapshot and one claim.
+// claimAllocator runs the scheduler's structured allocator for one claim against one snapshot.
 type claimAllocator struct {
-	alloc structured.Allocator
+	a     *Allocator
+	snap  *snapshot
 	claim *resourcev1.ResourceClaim
 }
 
-// newStructured builds the scheduler's allocator for the snapshot. Missing DeviceClasses are
+// newStructured prepares allocating claim against the snapshot. Missing DeviceClasses are
 // reported as *Unsatisfiable (the structured allocator treats them as fatal errors).
-func (a *Allocator) newStructured(ctx context.Context, snap *snapshot, claim *resourcev1.ResourceClaim) (*claimAllocator, error) {
+func (a *Allocator) newStructured(_ context.Context, snap *snapshot, claim *resourcev1.ResourceClaim) (*claimAllocator, error) {
 	if missing := missingClasses(snap, claim); len(missing) > 0 {
 		return nil, &Unsatisfiable{Reason: "DeviceClass " + strings.Join(missing, ", ") + " not found"}
 	}
-	alloc, err := structured.NewAllocator(ctx, a.features, snap.state, snap, snap.slices, a.celCache)
-	if err != nil {
-		return nil, err
-	}
-	return &claimAllocator{alloc: alloc, claim: claim}, nil
+	return &claimAllocator{a: a, snap: snap, claim: claim}, nil
 }
 
 // allocateOn runs the allocator for one node. It returns (nil, nil) when the claim does not fit,
 // an error wrapping structured.ErrFailedAllocationOnNode when only this node is affected, the
 // context's error, or *Unsatisfiable for errors caused by the claim or its classes.
 func (c *claimAllocator) allocateOn(ctx context.Context, node *corev1.Node) (*resourcev1.AllocationResult, error) {
-	results, err := c.alloc.Allocate(ctx, node, []*resourcev1.ResourceClaim{c.claim})
+	alloc, err := structured.NewAllocator(ctx, c.a.features, c.snap.state, c.snap, c.snap.slicesFor(node.Name), c.a.celCache)
+	if err != nil {
+		return nil, err
+	}
+	results, err := alloc.Allocate(ctx, node, []*resourcev1.ResourceClaim{c.claim})
 	switch {
 	case err == nil && len(results) == 1:
 		return &results[0], nil

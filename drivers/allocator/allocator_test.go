@@ -15,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/utils/ptr"
+
+	"github.com/draforge/draforge/drivers/compactslice"
 )
 
 const driver = "sim.draforge.oaslananka"
@@ -82,7 +84,7 @@ func cluster(t testing.TB, nodes []string, n int, attr func(node string, i int) 
 		if attr != nil {
 			f = func(i int) attrs { return attr(name, i) }
 		}
-		a.UpsertSlice(newSlice(name, n, f))
+		a.UpsertSlice(compactslice.From(newSlice(name, n, f)))
 	}
 	return a
 }
@@ -270,6 +272,54 @@ func TestAllocateAllMode(t *testing.T) {
 	}
 }
 
+// TestPoolsAcrossSlices: the allocator is given only the slices that matter for the node it
+// tries, which must still include every slice of the node's pools (completeness is checked over
+// all of them) and the slices that are not bound to one node.
+func TestPoolsAcrossSlices(t *testing.T) {
+	a := New(Options{})
+	a.UpsertClass(newClass("gpu"))
+	for _, n := range []string{"node-a", "node-b"} {
+		a.UpsertNode(newNode(n))
+	}
+	// Pool "split" has two slices, one per node: complete, so node-a can use its device.
+	for _, n := range []string{"node-a", "node-b"} {
+		s := newSlice(n, 1, nil)
+		s.Spec.Pool = resourcev1.ResourcePool{Name: "split", Generation: 1, ResourceSliceCount: 2}
+		s.Spec.Devices[0].Name = "dev-" + n
+		a.UpsertSlice(compactslice.From(s))
+	}
+	all := resourcev1.DeviceRequest{Name: "all", Exactly: &resourcev1.ExactDeviceRequest{
+		DeviceClassName: "gpu", AllocationMode: resourcev1.DeviceAllocationModeAll}}
+	r := mustAllocate(t, a, newClaim("c1", all))
+	if got := devicesOf(r); nodeOf(t, r) != "node-a" || len(got) != 1 || got[0] != "all=split/dev-node-a" {
+		t.Errorf("allocated %v on %s, want all=split/dev-node-a on node-a", got, nodeOf(t, r))
+	}
+	a.Release("c1-uid")
+
+	// Pool "partial" says three slices but has two: incomplete, allocation mode All refuses it.
+	a = New(Options{})
+	a.UpsertClass(newClass("gpu"))
+	for _, n := range []string{"node-a", "node-b"} {
+		a.UpsertNode(newNode(n))
+		s := newSlice(n, 1, nil)
+		s.Name = n + "-partial"
+		s.Spec.Pool = resourcev1.ResourcePool{Name: "partial", Generation: 1, ResourceSliceCount: 3}
+		a.UpsertSlice(compactslice.From(s))
+	}
+	mustFail(t, a, newClaim("c2", all))
+
+	// A slice for all nodes is offered on every node, next to the node's own slices.
+	a = cluster(t, []string{"node-a"}, 1, nil)
+	shared := newSlice("shared", 1, nil)
+	shared.Spec.NodeName, shared.Spec.AllNodes = nil, ptr.To(true)
+	shared.Spec.Devices[0].Name = "dev-shared"
+	a.UpsertSlice(compactslice.From(shared))
+	r = mustAllocate(t, a, newClaim("c3", exactly("gpu", "gpu", 2)))
+	if got := devicesOf(r); len(got) != 2 || got[0] != "gpu=node-a/dev-0" || got[1] != "gpu=shared/dev-shared" {
+		t.Errorf("allocated %v, want the node's device and the shared one", got)
+	}
+}
+
 func TestInsufficientCapacityExplained(t *testing.T) {
 	a := cluster(t, []string{"node-a"}, 2, nil)
 	c := newClaim("c", exactly("gpu", "gpu", 3))
@@ -295,7 +345,7 @@ func TestTaintedDeviceRefused(t *testing.T) {
 	a.UpsertNode(newNode("node-a"))
 	s := newSlice("node-a", 1, nil)
 	s.Spec.Devices[0].Taints = []resourcev1.DeviceTaint{{Key: "health", Value: "unhealthy", Effect: resourcev1.DeviceTaintEffectNoSchedule}}
-	a.UpsertSlice(s)
+	a.UpsertSlice(compactslice.From(s))
 
 	c := newClaim("c", exactly("gpu", "gpu", 1))
 	mustFail(t, a, c)
@@ -425,9 +475,9 @@ func TestExplainReasons(t *testing.T) {
 	// A device of another driver (class selector false) and a slice for a node that does not exist.
 	other := newSlice("node-a", 1, nil)
 	other.Name, other.Spec.Driver, other.Spec.Pool.Name = "other", "other.example.com", "other"
-	a.UpsertSlice(other)
+	a.UpsertSlice(compactslice.From(other))
 	ghost := newSlice("node-x", 1, func(int) attrs { return attrs{"model": str("h100")} })
-	a.UpsertSlice(ghost)
+	a.UpsertSlice(compactslice.From(ghost))
 	// dev-1 is allocated to an observed claim.
 	owner := newClaim("owner", exactly("gpu", "gpu", 1))
 	owner.Status.Allocation = &resourcev1.AllocationResult{Devices: resourcev1.DeviceAllocationResult{Results: []resourcev1.DeviceRequestAllocationResult{

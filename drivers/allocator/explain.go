@@ -370,7 +370,8 @@ func (a *Allocator) devices(snap *snapshot) []device {
 	type poolID struct{ driver, pool string }
 	newest := map[poolID]int64{}
 	count := map[poolID]int64{}
-	for _, s := range snap.slices {
+	slices := snap.allTyped()
+	for _, s := range slices {
 		id := poolID{s.Spec.Driver, s.Spec.Pool.Name}
 		if g, ok := newest[id]; !ok || s.Spec.Pool.Generation > g {
 			newest[id], count[id] = s.Spec.Pool.Generation, 0
@@ -389,7 +390,7 @@ func (a *Allocator) devices(snap *snapshot) []device {
 		return out
 	}
 	var out []device
-	for _, s := range snap.slices {
+	for _, s := range slices {
 		id := poolID{s.Spec.Driver, s.Spec.Pool.Name}
 		if s.Spec.Pool.Generation != newest[id] {
 			continue

@@ -18,6 +18,8 @@ import (
 	"k8s.io/dynamic-resource-allocation/cel"
 	"k8s.io/dynamic-resource-allocation/structured"
 	"k8s.io/utils/ptr"
+
+	"github.com/draforge/draforge/drivers/compactslice"
 )
 
 // DefaultFeatures enables every allocator feature of k8s.io/dynamic-resource-allocation v0.37.2
@@ -57,7 +59,7 @@ type Allocator struct {
 	allocMu sync.Mutex
 
 	mu       sync.RWMutex
-	slices   map[string]*resourcev1.ResourceSlice // by name
+	slices   map[string]*compactslice.Slice       // by name, the informer's own objects
 	classes  map[string]*resourcev1.DeviceClass   // by name
 	claims   map[string]*resourcev1.ResourceClaim // by namespace/name
 	nodes    map[string]*corev1.Node              // by name
@@ -83,7 +85,7 @@ func New(opts Options) *Allocator {
 	return &Allocator{
 		features: features,
 		celCache: cel.NewCache(size, cel.Features{EnableConsumableCapacity: features.ConsumableCapacity}),
-		slices:   map[string]*resourcev1.ResourceSlice{},
+		slices:   map[string]*compactslice.Slice{},
 		classes:  map[string]*resourcev1.DeviceClass{},
 		claims:   map[string]*resourcev1.ResourceClaim{},
 		nodes:    map[string]*corev1.Node{},
@@ -96,14 +98,14 @@ func claimKey(claim *resourcev1.ResourceClaim) string {
 }
 
 // UpsertSlice records an added or updated ResourceSlice.
-func (a *Allocator) UpsertSlice(slice *resourcev1.ResourceSlice) {
+func (a *Allocator) UpsertSlice(slice *compactslice.Slice) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.slices[slice.Name] = slice
 }
 
 // DeleteSlice forgets a ResourceSlice.
-func (a *Allocator) DeleteSlice(slice *resourcev1.ResourceSlice) {
+func (a *Allocator) DeleteSlice(slice *compactslice.Slice) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	delete(a.slices, slice.Name)
@@ -290,19 +292,22 @@ func (a *Allocator) ownersLocked(except types.UID) map[structured.DeviceID]strin
 	return owners
 }
 
-// snapshot is an immutable view of the store taken under the read lock.
+// snapshot is a view of the store taken under the read lock. It is used by one goroutine.
 type snapshot struct {
-	slices  []*resourcev1.ResourceSlice // sorted by name
-	classes map[string]*resourcev1.DeviceClass
-	nodes   []*corev1.Node // all observed nodes, sorted by name
-	state   structured.AllocatedState
-	owners  map[structured.DeviceID]string
+	slices []*compactslice.Slice // sorted by name
+	// expanded are the slices expanded to the API type so far (see typed).
+	expanded map[*compactslice.Slice]*resourcev1.ResourceSlice
+	classes  map[string]*resourcev1.DeviceClass
+	nodes    []*corev1.Node // all observed nodes, sorted by name
+	state    structured.AllocatedState
+	owners   map[structured.DeviceID]string
 }
 
 func (a *Allocator) snapshotLocked() *snapshot {
 	s := &snapshot{
-		classes: make(map[string]*resourcev1.DeviceClass, len(a.classes)),
-		owners:  a.ownersLocked(""),
+		expanded: map[*compactslice.Slice]*resourcev1.ResourceSlice{},
+		classes:  make(map[string]*resourcev1.DeviceClass, len(a.classes)),
+		owners:   a.ownersLocked(""),
 		state: structured.AllocatedState{
 			AllocatedDevices:         sets.New[structured.DeviceID](),
 			AllocatedSharedDeviceIDs: sets.New[structured.SharedDeviceID](),
@@ -355,7 +360,7 @@ func (a *Allocator) snapshotLocked() *snapshot {
 func (s *snapshot) candidateNodes() []*corev1.Node {
 	local := sets.New[string]()
 	for _, sl := range s.slices {
-		name := ptr.Deref(sl.Spec.NodeName, "")
+		name := sl.NodeName()
 		if name == "" {
 			return s.nodes
 		}
@@ -378,16 +383,16 @@ func (s *snapshot) candidateNodes() []*corev1.Node {
 func (s *snapshot) withFreeDevices(nodes []*corev1.Node) []*corev1.Node {
 	free := sets.New[string]()
 	for _, sl := range s.slices {
-		name := ptr.Deref(sl.Spec.NodeName, "")
+		name := sl.NodeName()
 		if name == "" {
 			return nodes
 		}
 		if free.Has(name) {
 			continue
 		}
-		for _, d := range sl.Spec.Devices {
-			if ptr.Deref(d.AllowMultipleAllocations, false) ||
-				!s.state.AllocatedDevices.Has(structured.MakeDeviceID(sl.Spec.Driver, sl.Spec.Pool.Name, d.Name)) {
+		for i := range sl.Len() {
+			if sl.AllowsMultipleAllocations(i) ||
+				!s.state.AllocatedDevices.Has(structured.MakeDeviceID(sl.Driver(), sl.Pool().Name, sl.DeviceName(i))) {
 				free.Insert(name)
 				break
 			}
@@ -397,6 +402,46 @@ func (s *snapshot) withFreeDevices(nodes []*corev1.Node) []*corev1.Node {
 	for _, n := range nodes {
 		if free.Has(n.Name) {
 			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// typed returns sl as the API type, expanding it once per snapshot.
+func (s *snapshot) typed(sl *compactslice.Slice) *resourcev1.ResourceSlice {
+	t, ok := s.expanded[sl]
+	if !ok {
+		t = sl.Expand()
+		s.expanded[sl] = t
+	}
+	return t
+}
+
+// allTyped returns every slice as the API type.
+func (s *snapshot) allTyped() []*resourcev1.ResourceSlice {
+	out := make([]*resourcev1.ResourceSlice, len(s.slices))
+	for i, sl := range s.slices {
+		out[i] = s.typed(sl)
+	}
+	return out
+}
+
+// slicesFor returns, as the API type, what the structured allocator reads when it allocates on
+// node: the node's own slices, the slices not bound to one node, and every other slice of the
+// pools those belong to (it checks that a pool is complete). Passing only these instead of all
+// slices gives the same result and expands a few slices per node instead of all of them.
+func (s *snapshot) slicesFor(node string) []*resourcev1.ResourceSlice {
+	type poolID struct{ driver, pool string }
+	pools := sets.New[poolID]()
+	for _, sl := range s.slices {
+		if n := sl.NodeName(); n == "" || n == node {
+			pools.Insert(poolID{sl.Driver(), sl.Pool().Name})
+		}
+	}
+	var out []*resourcev1.ResourceSlice
+	for _, sl := range s.slices {
+		if pools.Has(poolID{sl.Driver(), sl.Pool().Name}) {
+			out = append(out, s.typed(sl))
 		}
 	}
 	return out

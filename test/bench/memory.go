@@ -27,10 +27,12 @@ import (
 )
 
 // MemoryKinds are the object kinds MeasureMemory fills the caches with.
-var MemoryKinds = []string{"resourceslices", "resourceclaims", "pods"}
+var MemoryKinds = []string{"resourceslices", "resourceslices/nvidia-gpu", "resourceclaims", "pods"}
 
 // MemoryObjects returns n objects of kind as the API server would serve them: slices of 8
-// simulated GPUs (DesiredSlices), allocated one-device claims, scheduled pods using a claim.
+// simulated GPUs (DesiredSlices; 4 attributes and a capacity per device, or with the nvidia-gpu
+// profile 12 attributes, a per-device UUID among them, and a capacity), allocated one-device
+// claims, scheduled pods using a claim.
 func MemoryObjects(kind string, n int) ([]k8sruntime.Object, error) {
 	var out []k8sruntime.Object
 	add := func(o any) error {
@@ -46,11 +48,14 @@ func MemoryObjects(kind string, n int) ([]k8sruntime.Object, error) {
 			ResourceVersion: fmt.Sprint(1000 + i), CreationTimestamp: metav1.Now(), Generation: 1}
 	}
 	switch kind {
-	case "resourceslices":
+	case "resourceslices", "resourceslices/nvidia-gpu":
 		pool := &simdevice.Pool{ObjectMeta: metav1.ObjectMeta{Name: "mem", Namespace: "bench", UID: "mem-uid"},
 			Spec: simdevice.PoolSpec{DeviceType: "gpu", DeviceCount: 8, NodeSelector: map[string]string{"x": "y"},
 				Attributes: map[string]simdevice.AttributeValue{"scenario": {String: ptrTo("bench")}},
 				Capacities: map[string]resource.Quantity{"memory": resource.MustParse("80Gi")}}}
+		if kind == "resourceslices/nvidia-gpu" {
+			pool.Spec.Profile, pool.Spec.Attributes, pool.Spec.Capacities = simdevice.ProfileNvidiaGPU, nil, nil
+		}
 		pool.Default()
 		var nodes []*corev1.Node
 		for i := range n {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/draforge/draforge/cmd/draforge/internal/inventory"
 	"github.com/draforge/draforge/drivers/allocator"
+	"github.com/draforge/draforge/drivers/compactslice"
 )
 
 // NotFoundError is returned when the snapshot has no such claim.
@@ -44,7 +45,7 @@ type Result struct {
 func NewAllocator(s *inventory.Snapshot) *allocator.Allocator {
 	a := allocator.New(allocator.Options{})
 	for _, sl := range s.Slices {
-		a.UpsertSlice(sl)
+		a.UpsertSlice(compactslice.From(sl))
 	}
 	for _, c := range s.Classes {
 		a.UpsertClass(c)
