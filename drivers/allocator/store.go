@@ -427,25 +427,42 @@ func (s *snapshot) allTyped() []*resourcev1.ResourceSlice {
 }
 
 // slicesFor returns, as the API type, what the structured allocator reads when it allocates on
-// node: the node's own slices, the slices not bound to one node, and every other slice of the
-// pools those belong to (it checks that a pool is complete). Passing only these instead of all
-// slices gives the same result and expands a few slices per node instead of all of them.
+// node: the node's own slices, the slices not bound to one node and, for a pool that these do
+// not show complete, the pool's other slices (the allocator then checks completeness over them).
+// Any superset gives the same result; this one expands a few slices per node instead of all.
 func (s *snapshot) slicesFor(node string) []*resourcev1.ResourceSlice {
-	type poolID struct{ driver, pool string }
-	pools := sets.New[poolID]()
+	var out []*compactslice.Slice
 	for _, sl := range s.slices {
-		if n := sl.NodeName(); n == "" || n == node {
-			pools.Insert(poolID{sl.Driver(), sl.Pool().Name})
+		if n := sl.NodeName(); n == node || n == "" {
+			out = append(out, sl)
 		}
 	}
-	var out []*resourcev1.ResourceSlice
-	for _, sl := range s.slices {
-		if pools.Has(poolID{sl.Driver(), sl.Pool().Name}) {
-			out = append(out, s.typed(sl))
+	found := map[poolID]int64{}
+	for _, sl := range out {
+		found[poolID{sl.Driver(), sl.Pool().Name}]++
+	}
+	incomplete := sets.New[poolID]()
+	for _, sl := range out {
+		if id := (poolID{sl.Driver(), sl.Pool().Name}); found[id] != sl.Pool().ResourceSliceCount {
+			incomplete.Insert(id)
 		}
 	}
-	return out
+	if len(incomplete) > 0 {
+		out = out[:0]
+		for _, sl := range s.slices {
+			if n := sl.NodeName(); n == node || n == "" || incomplete.Has(poolID{sl.Driver(), sl.Pool().Name}) {
+				out = append(out, sl)
+			}
+		}
+	}
+	typed := make([]*resourcev1.ResourceSlice, len(out))
+	for i, sl := range out {
+		typed[i] = s.typed(sl)
+	}
+	return typed
 }
+
+type poolID struct{ driver, pool string }
 
 // List serves DeviceClasses from the snapshot (structured.DeviceClassLister).
 func (s *snapshot) List() ([]*resourcev1.DeviceClass, error) {
