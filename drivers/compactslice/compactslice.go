@@ -2,7 +2,8 @@
 // a resourcev1.ResourceSlice, without a Go map per device. A typed slice spends about 2.5 KiB
 // per device on its attribute and capacity maps; here a device's attributes and capacities are
 // short sorted lists of interned names and values, so a cache of thousands of slices costs a
-// fraction of that. Readers that need the API type call Expand, which rebuilds it exactly.
+// fraction of that. Readers that need the API type call Expand, which rebuilds an equal object
+// (equality.Semantic: nil and empty lists and maps are the same).
 package compactslice
 
 import (
@@ -79,21 +80,19 @@ type capacity struct {
 	value unique.Handle[resource.Quantity]
 }
 
-// GroupVersionKind is what a Slice holds.
-var GroupVersionKind = resourcev1.SchemeGroupVersion.WithKind("ResourceSlice")
-
 // From returns the compact form of s. It keeps no reference to s.
 func From(s *resourcev1.ResourceSlice) *Slice {
 	out := &Slice{TypeMeta: s.TypeMeta, ObjectMeta: *s.ObjectMeta.DeepCopy(), driver: unique.Make(s.Spec.Driver)}
-	s.Spec.DeepCopyInto(&out.spec)
-	out.spec.Devices, out.spec.Driver = nil, ""
+	spec := s.Spec
+	spec.Devices, spec.Driver = nil, ""
+	spec.DeepCopyInto(&out.spec)
 	if len(s.Spec.Devices) > 0 {
 		t := &textBuilder{at: map[string]uint32{}}
 		out.devices = make([]device, len(s.Spec.Devices))
 		for i := range s.Spec.Devices {
 			out.devices[i] = compactDevice(&s.Spec.Devices[i], t)
 		}
-		out.text = t.b.String()
+		out.text = strings.Clone(t.b.String()) // without the builder's spare capacity
 	}
 	return out
 }
@@ -145,19 +144,23 @@ func compactDevice(d *resourcev1.Device, t *textBuilder) device {
 	}
 	slices.SortFunc(out.attrs, func(x, y attribute) int { return cmp.Compare(x.name.Value(), y.name.Value()) })
 	slices.SortFunc(out.caps, func(x, y capacity) int { return cmp.Compare(x.name.Value(), y.name.Value()) })
-	out.attrs, out.caps = trim(out.attrs), trim(out.caps)
+	out.attrs, out.caps = fit(out.attrs), fit(out.caps)
 	if !isZero(rest) {
 		out.rest = rest
 	}
 	return out
 }
 
-// trim returns s with no spare capacity, and nil when empty.
-func trim[S ~[]E, E any](s S) S {
-	if len(s) == 0 {
+// fit returns s in an allocation of its own length, nil when empty: a device's lists are sized
+// for all of its attributes and capacities, and some may have gone to rest.
+func fit[S ~[]E, E any](s S) S {
+	switch {
+	case len(s) == 0:
 		return nil
+	case len(s) < cap(s):
+		return slices.Clone(s)
 	}
-	return s[:len(s):len(s)]
+	return s
 }
 
 func isZero(d *resourcev1.Device) bool {

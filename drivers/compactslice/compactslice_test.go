@@ -30,7 +30,7 @@ func nodes(n int) []*corev1.Node {
 
 // published returns the slices DRAForge publishes for a pool of each profile, with user
 // attributes of every scalar type, a capacity and a fault (a device taint).
-func published(t *testing.T) []*resourcev1.ResourceSlice {
+func published(t testing.TB) []*resourcev1.ResourceSlice {
 	t.Helper()
 	var out []*resourcev1.ResourceSlice
 	for _, profile := range []simdevice.Profile{"", simdevice.ProfileGeneric, simdevice.ProfileNvidiaGPU, simdevice.ProfileMellanoxNIC} {
@@ -239,4 +239,32 @@ func TestSmallerThanTyped(t *testing.T) {
 	if compact*5 > full {
 		t.Errorf("compact form %.0f B is not a fifth of the typed %.0f B", compact, full)
 	}
+}
+
+// BenchmarkSlice measures the conversions of a published 8-device nvidia-gpu slice, against a
+// DeepCopy of the typed slice as the reference cost of building one.
+func BenchmarkSlice(b *testing.B) {
+	var s *resourcev1.ResourceSlice
+	for _, p := range published(b) {
+		if len(p.Spec.Devices[0].Attributes) > 12 {
+			s = p
+			break
+		}
+	}
+	c := From(s)
+	b.Run("From", func(b *testing.B) {
+		for b.Loop() {
+			From(s)
+		}
+	})
+	b.Run("Expand", func(b *testing.B) {
+		for b.Loop() {
+			c.Expand()
+		}
+	})
+	b.Run("DeepCopy", func(b *testing.B) {
+		for b.Loop() {
+			s.DeepCopy()
+		}
+	})
 }
