@@ -49,7 +49,7 @@ func (a *Allocator) Allocate(ctx context.Context, claim *resourcev1.ResourceClai
 
 	a.mu.RLock()
 	r, pending := a.inFlight[claim.UID]
-	snap := a.snapshotLocked()
+	snap := a.snapshotLocked("")
 	a.mu.RUnlock()
 	if pending {
 		return r.allocation.DeepCopy(), nil

@@ -414,6 +414,24 @@ func TestReleaseAfterFailedWrite(t *testing.T) {
 	mustAllocate(t, a, c2)
 }
 
+// TestExplainInFlightClaim: a claim whose allocation is written but not yet observed is
+// explained as fitting, not as blocked by its own devices; other claims see them taken.
+func TestExplainInFlightClaim(t *testing.T) {
+	a := cluster(t, []string{"node-a"}, 1, nil)
+	c1 := newClaim("c1", exactly("gpu", "gpu", 1))
+	mustAllocate(t, a, c1)
+	ex := a.Explain(context.Background(), c1)
+	if !ex.Allocatable || ex.Requests[0].Available != 1 || !strings.Contains(ex.Summary, "in flight") {
+		t.Errorf("explanation of the in-flight claim: %+v", ex)
+	}
+	ex = a.Explain(context.Background(), newClaim("c2", exactly("gpu", "gpu", 1)))
+	d := ex.Requests[0].Devices
+	if ex.Allocatable || len(d) != 1 || d[0].Available || len(d[0].Reasons) != 1 ||
+		d[0].Reasons[0].Code != ReasonAlreadyAllocated || !strings.Contains(d[0].Reasons[0].Message, "in-flight claim default/c1") {
+		t.Errorf("explanation of another claim: %+v", ex)
+	}
+}
+
 func TestInFlightDroppedWhenObservedOrDeleted(t *testing.T) {
 	a := cluster(t, []string{"node-a"}, 2, nil)
 	c1 := newClaim("c1", exactly("gpu", "gpu", 1))

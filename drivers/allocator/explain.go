@@ -115,7 +115,7 @@ func (a *Allocator) Explain(ctx context.Context, claim *resourcev1.ResourceClaim
 	claim = withDefaults(claim)
 	a.mu.RLock()
 	_, pending := a.inFlight[claim.UID]
-	snap := a.snapshotLocked()
+	snap := a.snapshotLocked(claim.UID) // its own in-flight devices are not "taken"
 	a.mu.RUnlock()
 	if pending {
 		ex.Summary = "an allocation for the claim is in flight (written, not yet observed)"

@@ -303,11 +303,13 @@ type snapshot struct {
 	owners   map[structured.DeviceID]string
 }
 
-func (a *Allocator) snapshotLocked() *snapshot {
+// snapshotLocked takes a snapshot; the in-flight reservation of the claim with UID except, if
+// any, is left out, so that claim is seen as holding no devices.
+func (a *Allocator) snapshotLocked(except types.UID) *snapshot {
 	s := &snapshot{
 		expanded: map[*compactslice.Slice]*resourcev1.ResourceSlice{},
 		classes:  make(map[string]*resourcev1.DeviceClass, len(a.classes)),
-		owners:   a.ownersLocked(""),
+		owners:   a.ownersLocked(except),
 		state: structured.AllocatedState{
 			AllocatedDevices:         sets.New[structured.DeviceID](),
 			AllocatedSharedDeviceIDs: sets.New[structured.SharedDeviceID](),
@@ -349,8 +351,10 @@ func (a *Allocator) snapshotLocked() *snapshot {
 			add(c.Status.Allocation)
 		}
 	}
-	for _, r := range a.inFlight {
-		add(r.allocation)
+	for uid, r := range a.inFlight {
+		if except == "" || uid != except {
+			add(r.allocation)
+		}
 	}
 	return s
 }
