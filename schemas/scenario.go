@@ -11,6 +11,7 @@ import (
 	"cuelang.org/go/cue/build"
 	"cuelang.org/go/cue/cuecontext"
 	cueerrors "cuelang.org/go/cue/errors"
+	"cuelang.org/go/cue/token"
 	"cuelang.org/go/encoding/yaml"
 )
 
@@ -63,11 +64,59 @@ func ValidateScenario(filename string, src []byte) error {
 			continue
 		}
 		if err := doc.Unify(v).Validate(cue.Concrete(true)); err != nil {
-			all = cueerrors.Append(all, cueerrors.Promote(err, fmt.Sprintf("document %d", n)))
+			for _, e := range cueerrors.Errors(err) {
+				all = cueerrors.Append(all, cueerrors.Promote(atData(filename, v, e), fmt.Sprintf("document %d", n)))
+			}
 		}
 	}
 	if all == nil {
 		return nil
 	}
 	return all
+}
+
+// atData gives an error raised only at a schema rule (a rule across fields, such as "at least
+// one of nodeSelector or targetNodes") the position of the YAML value the rule checked: the
+// value at the error's path in data, or its closest parent present there.
+func atData(filename string, data cue.Value, e cueerrors.Error) cueerrors.Error {
+	for _, p := range cueerrors.Positions(e) {
+		if p.Filename() == filename {
+			return e
+		}
+	}
+	path := e.Path()
+	if len(path) > 0 && path[0] == "#Document" {
+		path = path[1:]
+	}
+	for i := len(path); i >= 0; i-- {
+		var sels []cue.Selector
+		for _, s := range path[:i] {
+			sel := cue.ParsePath(s).Selectors()
+			if len(sel) != 1 {
+				sel = []cue.Selector{cue.Str(s)}
+			}
+			sels = append(sels, sel...)
+		}
+		if v := data.LookupPath(cue.MakePath(sels...)); v.Exists() && v.Pos().Filename() == filename {
+			return positioned{err: e, pos: v.Pos()}
+		}
+	}
+	return e
+}
+
+// positioned is a CUE error reported at pos, with its own positions after it.
+type positioned struct {
+	err cueerrors.Error
+	pos token.Pos
+}
+
+func (p positioned) Error() string        { return p.err.Error() }
+func (p positioned) Path() []string       { return p.err.Path() }
+func (p positioned) Msg() (string, []any) { return p.err.Msg() }
+func (p positioned) Unwrap() error        { return p.err }
+
+func (p positioned) Position() token.Pos { return p.pos }
+
+func (p positioned) InputPositions() []token.Pos {
+	return append([]token.Pos{p.pos}, p.err.InputPositions()...)
 }

@@ -33,6 +33,8 @@ func TestExampleScenariosAreValid(t *testing.T) {
 
 var expectRE = regexp.MustCompile(`(?m)^# expect: (.+)$`)
 
+var atRE = regexp.MustCompile(`(?m)^# at: line (\d+)`)
+
 func TestInvalidScenariosFailWithPositions(t *testing.T) {
 	files, _ := filepath.Glob("../test/scenarios/invalid/*.yaml")
 	if len(files) == 0 {
@@ -56,11 +58,11 @@ func TestInvalidScenariosFailWithPositions(t *testing.T) {
 			if want := strings.TrimSpace(string(m[1])); !strings.Contains(details, want) {
 				t.Errorf("error does not contain %q:\n%s", want, details)
 			}
-			// Positioned at the YAML field, or for rules spanning fields ("# position: schema")
-			// at the schema rule.
+			// Positioned at the YAML field; a rule across fields at the value it checked, whose
+			// line the file gives as "# at: line N".
 			pos := regexp.QuoteMeta(filepath.Base(f)) + `:\d+:\d+`
-			if strings.Contains(string(src), "# position: schema") {
-				pos = `\.cue:\d+:\d+`
+			if at := atRE.FindSubmatch(src); at != nil {
+				pos = regexp.QuoteMeta(filepath.Base(f)) + ":" + string(at[1]) + `:\d+`
 			}
 			if !regexp.MustCompile(pos).MatchString(details) {
 				t.Errorf("error has no position matching %s:\n%s", pos, details)
