@@ -66,7 +66,8 @@ func Vet(filename string, src []byte) error {
 
 // Format renders a Vet error as one "file:line:col: message" line per problem (the first
 // position of each; further positions are appended as "(also file:line:col)"). Problems
-// without a position in the file (cross-field rules) are prefixed with filename.
+// without a position in the file (none expected: rules across fields get the position of the
+// value they check) are prefixed with filename.
 func Format(filename string, err error) string {
 	var lines []string
 	for _, e := range cueerrors.Errors(err) {
