@@ -55,7 +55,7 @@ func (a *Allocator) Allocate(ctx context.Context, claim *resourcev1.ResourceClai
 		return r.allocation.DeepCopy(), nil
 	}
 
-	alloc, err := a.newStructured(ctx, snap, withDefaults(claim))
+	alloc, err := a.newStructured(snap, withDefaults(claim))
 	if err != nil {
 		return nil, err
 	}
@@ -104,7 +104,7 @@ type claimAllocator struct {
 
 // newStructured prepares allocating claim against the snapshot. Missing DeviceClasses are
 // reported as *Unsatisfiable (the structured allocator treats them as fatal errors).
-func (a *Allocator) newStructured(_ context.Context, snap *snapshot, claim *resourcev1.ResourceClaim) (*claimAllocator, error) {
+func (a *Allocator) newStructured(snap *snapshot, claim *resourcev1.ResourceClaim) (*claimAllocator, error) {
 	if missing := missingClasses(snap, claim); len(missing) > 0 {
 		return nil, &Unsatisfiable{Reason: "DeviceClass " + strings.Join(missing, ", ") + " not found"}
 	}

@@ -145,7 +145,7 @@ func (a *Allocator) Explain(ctx context.Context, claim *resourcev1.ResourceClaim
 
 	// Per node: run the allocator for the whole claim on that node alone.
 	best := make([]int, len(views)) // most available devices on one node, per view
-	alloc, err := a.newStructured(ctx, snap, claim)
+	alloc, err := a.newStructured(snap, claim)
 	for _, node := range nodes {
 		ne := NodeExplanation{Node: node.Name}
 		var short []string
@@ -367,11 +367,10 @@ func (a *Allocator) usability(snap *snapshot, v requestView, d device) []Reason 
 // devices lists the devices of the newest generation of each pool, sorted by node, driver,
 // pool and name, with the observed nodes each is reachable from.
 func (a *Allocator) devices(snap *snapshot) []device {
-	type poolID struct{ driver, pool string }
 	newest := map[poolID]int64{}
 	count := map[poolID]int64{}
-	slices := snap.allTyped()
-	for _, s := range slices {
+	typed := snap.allTyped()
+	for _, s := range typed {
 		id := poolID{s.Spec.Driver, s.Spec.Pool.Name}
 		if g, ok := newest[id]; !ok || s.Spec.Pool.Generation > g {
 			newest[id], count[id] = s.Spec.Pool.Generation, 0
@@ -390,7 +389,7 @@ func (a *Allocator) devices(snap *snapshot) []device {
 		return out
 	}
 	var out []device
-	for _, s := range slices {
+	for _, s := range typed {
 		id := poolID{s.Spec.Driver, s.Spec.Pool.Name}
 		if s.Spec.Pool.Generation != newest[id] {
 			continue

@@ -466,6 +466,7 @@ func (s *snapshot) slicesFor(node string) []*resourcev1.ResourceSlice {
 	return typed
 }
 
+// poolID is a DRA pool: pool names are unique per driver.
 type poolID struct{ driver, pool string }
 
 // List serves DeviceClasses from the snapshot (structured.DeviceClassLister).
