@@ -39,7 +39,12 @@ type Informers struct {
 }
 
 // NewInformers returns informers over client with no periodic resync: the engine is event-driven.
+// Their lists and watches wait out an unreachable API server instead of backing off (see
+// reconnecting).
 func NewInformers(client dynamic.Interface) *Informers {
+	if client != nil {
+		client = reconnecting{client}
+	}
 	f := dynamicinformer.NewDynamicSharedInformerFactory(client, 0)
 	return &Informers{
 		client:    client,
