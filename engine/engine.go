@@ -221,7 +221,8 @@ func (r *runner) triggerMapper(t machine.Trigger) (func(metav1.Object) []string,
 }
 
 // objectMeta returns the metadata of an informer object (possibly a delete tombstone), which is
-// *unstructured.Unstructured or, for resources cached typed (see CacheTyped), a typed object.
+// *unstructured.Unstructured or, for resources cached typed (see CacheTyped), a typed or
+// Compact object.
 func objectMeta(obj any) metav1.Object {
 	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = t.Obj

@@ -22,8 +22,8 @@ type Action func(ctx context.Context, obj *unstructured.Unstructured) error
 type Observation func(ctx context.Context, obj *unstructured.Unstructured) (bool, error)
 
 // Mapper turns a changed object of a trigger resource into keys of a machine's resource. obj is
-// *unstructured.Unstructured, or a typed object for resources cached typed (see
-// Informers.CacheTyped); engine.Typed converts either. It must not be mutated.
+// *unstructured.Unstructured, or a typed or Compact object for resources cached typed (see
+// Informers.CacheTyped); engine.Typed converts any of them. It must not be mutated.
 type Mapper func(obj metav1.Object) []cache.ObjectName
 
 // Registry holds the driver functions machines call by name.
