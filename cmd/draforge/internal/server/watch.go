@@ -16,6 +16,7 @@ import (
 
 	"github.com/draforge/draforge/cmd/draforge/internal/inventory"
 	"github.com/draforge/draforge/drivers/claims"
+	"github.com/draforge/draforge/drivers/compactslice"
 	"github.com/draforge/draforge/drivers/simdevice"
 	"github.com/draforge/draforge/engine"
 )
@@ -32,6 +33,9 @@ type Watcher struct {
 	mu      sync.Mutex
 	pending map[Change]struct{}
 	kick    chan struct{}
+	// expanded are the API-type copies of the cached compact slices, kept from one build to the
+	// next (only Start's goroutine builds).
+	expanded map[*compactslice.Slice]*resourcev1.ResourceSlice
 }
 
 // Register creates the informers the snapshot needs (call before the informers start).
@@ -174,12 +178,38 @@ func (wt *Watcher) build() *inventory.Snapshot {
 		}
 		s.Pools = append(s.Pools, p)
 	}
-	s.Slices = typedList[resourcev1.ResourceSlice](wt.infs["ResourceSlice"])
+	s.Slices = wt.slices()
 	s.Classes = typedList[resourcev1.DeviceClass](wt.infs["DeviceClass"])
 	s.Claims = typedList[resourcev1.ResourceClaim](wt.infs["ResourceClaim"])
 	s.Pods = typedList[corev1.Pod](wt.infs["Pod"])
 	s.Nodes = typedList[corev1.Node](wt.infs["Node"])
 	return s.Sort()
+}
+
+// slices returns the cached slices as the API type. A compact slice is expanded once and the
+// copy reused by later builds: cached objects are replaced on change, never modified, so a copy
+// stays valid while its object is cached, and a rebuild does not copy every slice again.
+func (wt *Watcher) slices() []*resourcev1.ResourceSlice {
+	objs := wt.infs["ResourceSlice"].GetStore().List()
+	out := make([]*resourcev1.ResourceSlice, 0, len(objs))
+	expanded := make(map[*compactslice.Slice]*resourcev1.ResourceSlice, len(objs))
+	for _, o := range objs {
+		c, ok := o.(*compactslice.Slice)
+		if !ok {
+			if t, ok := engine.Typed[resourcev1.ResourceSlice](o); ok {
+				out = append(out, t)
+			}
+			continue
+		}
+		t, ok := wt.expanded[c]
+		if !ok {
+			t = c.Expand()
+		}
+		expanded[c] = t
+		out = append(out, t)
+	}
+	wt.expanded = expanded
+	return out
 }
 
 func typedList[T any](inf cache.SharedIndexInformer) []*T {

@@ -7,12 +7,15 @@ import (
 	"testing"
 	"time"
 
+	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 
+	"github.com/draforge/draforge/cmd/draforge/internal/inventory"
+	"github.com/draforge/draforge/drivers"
 	"github.com/draforge/draforge/drivers/claims"
 	"github.com/draforge/draforge/drivers/simdevice"
 	"github.com/draforge/draforge/engine"
@@ -98,5 +101,74 @@ func TestWatcher(t *testing.T) {
 	v := s.store.current()
 	if v.counts.Claims != 5 || v.snap.Claim("demo", "first") != nil || v.snap.Claim("demo", "c3") == nil {
 		t.Errorf("final snapshot: %+v", v.counts)
+	}
+}
+
+// TestSliceExpansionsReused: slices cached in compact form are expanded once; a rebuild reuses
+// the copy until the slice changes, and forgets slices that are gone.
+func TestSliceExpansionsReused(t *testing.T) {
+	slice := func(name, label string) *unstructured.Unstructured {
+		return &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+			"metadata": map[string]any{"name": name, "labels": map[string]any{"v": label}},
+			"spec": map[string]any{"driver": "d.example.com", "nodeName": "node-a",
+				"pool":    map[string]any{"name": "p-" + name, "generation": int64(1), "resourceSliceCount": int64(1)},
+				"devices": []any{map[string]any{"name": "gpu-0", "attributes": map[string]any{"d.example.com/index": map[string]any{"int": int64(0)}}}}},
+		}}
+	}
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
+		simdevice.GVR: simdevice.Kind + "List", claims.SlicesGVR: "ResourceSliceList", claims.ClassesGVR: "DeviceClassList",
+		claims.ClaimsGVR: "ResourceClaimList", claims.PodsGVR: "PodList", claims.NodesGVR: "NodeList",
+	}, slice("a", "1"), slice("b", "1"))
+	inf := engine.NewInformers(dyn)
+	drivers.CacheTyped(inf)
+	s, err := New(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &Watcher{Informers: inf, Server: s}
+	if err := w.Register(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := inf.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	byName := func(snap *inventory.Snapshot) map[string]*resourcev1.ResourceSlice {
+		out := map[string]*resourcev1.ResourceSlice{}
+		for _, sl := range snap.Slices {
+			out[sl.Name] = sl
+		}
+		return out
+	}
+	first := byName(w.build())
+	if len(first) != 2 || first["a"].Spec.Devices[0].Attributes["d.example.com/index"].IntValue == nil {
+		t.Fatalf("first build: %+v", first)
+	}
+	if second := byName(w.build()); second["a"] != first["a"] || second["b"] != first["b"] {
+		t.Fatal("an unchanged slice was expanded again")
+	}
+
+	slices := dyn.Resource(claims.SlicesGVR)
+	if _, err := slices.Update(ctx, slice("a", "2"), metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := slices.Delete(ctx, "b", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		third := byName(w.build())
+		if len(third) == 1 && third["a"].Labels["v"] == "2" {
+			if third["a"] == first["a"] || len(w.expanded) != 1 {
+				t.Fatalf("changed slice reused (%v) or %d expansions kept", third["a"] == first["a"], len(w.expanded))
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("cache did not see the update and delete: %+v", third)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
