@@ -274,7 +274,7 @@ func (s *Slice) AllowsMultipleAllocations(i int) bool {
 // GetObjectKind implements runtime.Object.
 func (s *Slice) GetObjectKind() schema.ObjectKind { return &s.TypeMeta }
 
-// DeepCopyObject implements runtime.Object. The devices are immutable and shared.
+// DeepCopyObject implements runtime.Object. The spec and devices are immutable and shared.
 func (s *Slice) DeepCopyObject() runtime.Object {
 	out := *s
 	out.ObjectMeta = *s.ObjectMeta.DeepCopy()
