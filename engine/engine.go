@@ -374,6 +374,7 @@ func (r *runner) sync(ctx context.Context, key string) (*attempt, error) {
 	}
 	// Never modify the cache: actions get a private copy.
 	obj := cached.(*unstructured.Unstructured).DeepCopy()
+	ctx = withPass(ctx)
 	at := &attempt{uid: obj.GetUID(), generation: obj.GetGeneration(), obj: obj}
 	if at.from, err = r.derive(ctx, obj); err != nil {
 		return at, err

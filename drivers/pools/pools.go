@@ -151,8 +151,17 @@ func (d *Driver) describeInvalid(ctx context.Context, obj *unstructured.Unstruct
 	return nil
 }
 
-// plan computes the pool's publication plan from the caches.
-func (d *Driver) plan(obj *unstructured.Unstructured) (Plan, error) {
+// planKey is the publication plan's engine.PassValue key.
+type planKey struct{}
+
+// plan returns the pool's publication plan, computed once per sync pass: the observation that
+// decides whether to publish, the publishing action and the status action all need it.
+func (d *Driver) plan(ctx context.Context, obj *unstructured.Unstructured) (Plan, error) {
+	return engine.PassValue(ctx, planKey{}, func() (Plan, error) { return d.makePlan(obj) })
+}
+
+// makePlan computes the pool's publication plan from the caches.
+func (d *Driver) makePlan(obj *unstructured.Unstructured) (Plan, error) {
 	pool, err := simdevice.FromUnstructured(obj)
 	if err != nil {
 		return Plan{}, err
@@ -212,11 +221,11 @@ func (d *Driver) nodeList() []*corev1.Node {
 	return nodes
 }
 
-func (d *Driver) outOfDate(_ context.Context, obj *unstructured.Unstructured) (bool, error) {
+func (d *Driver) outOfDate(ctx context.Context, obj *unstructured.Unstructured) (bool, error) {
 	if _, probs := d.problems(obj); len(probs) > 0 {
 		return false, nil // invalid, not out of date: the invalid events handle it
 	}
-	plan, err := d.plan(obj)
+	plan, err := d.plan(ctx, obj)
 	if err != nil {
 		return false, err
 	}
@@ -226,7 +235,7 @@ func (d *Driver) outOfDate(_ context.Context, obj *unstructured.Unstructured) (b
 // publish writes the plan: creates and updates first, so the pool never loses devices it
 // keeps, then deletes. AlreadyExists, Conflict and the rest go to the machine's backoff table.
 func (d *Driver) publish(ctx context.Context, obj *unstructured.Unstructured) error {
-	plan, err := d.plan(obj)
+	plan, err := d.plan(ctx, obj)
 	if err != nil {
 		return err
 	}
@@ -345,8 +354,8 @@ func (d *Driver) awaited(name string) bool {
 	return !caught
 }
 
-func (d *Driver) recordStatus(_ context.Context, obj *unstructured.Unstructured) error {
-	plan, err := d.plan(obj)
+func (d *Driver) recordStatus(ctx context.Context, obj *unstructured.Unstructured) error {
+	plan, err := d.plan(ctx, obj)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,43 @@
+package engine
+
+import (
+	"context"
+	"sync"
+)
+
+// passKey carries the values computed during one sync pass (see PassValue).
+type passKey struct{}
+
+type pass struct {
+	mu     sync.Mutex
+	values map[any]passResult
+}
+
+type passResult struct {
+	value any
+	err   error
+}
+
+func withPass(ctx context.Context) context.Context {
+	return context.WithValue(ctx, passKey{}, &pass{values: map[any]passResult{}})
+}
+
+// PassValue returns what compute returned the first time it was called for key during the
+// current sync pass of one object. The observations and actions of a pass read the same
+// object and caches, so a value several of them derive (the pool's publication plan) is
+// computed once per pass instead of once per call. Outside a pass it just calls compute.
+func PassValue[T any](ctx context.Context, key any, compute func() (T, error)) (T, error) {
+	p, ok := ctx.Value(passKey{}).(*pass)
+	if !ok {
+		return compute()
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if r, ok := p.values[key]; ok {
+		v, _ := r.value.(T)
+		return v, r.err
+	}
+	v, err := compute()
+	p.values[key] = passResult{value: v, err: err}
+	return v, err
+}

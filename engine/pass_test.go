@@ -1,0 +1,40 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"testing"
+)
+
+func TestPassValue(t *testing.T) {
+	calls := 0
+	compute := func() (int, error) {
+		calls++
+		return calls, nil
+	}
+	type k1 struct{}
+	type k2 struct{}
+	ctx := withPass(context.Background())
+	for range 3 {
+		if v, err := PassValue(ctx, k1{}, compute); v != 1 || err != nil {
+			t.Fatalf("within a pass: %d, %v; want the first value", v, err)
+		}
+	}
+	if v, _ := PassValue(ctx, k2{}, compute); v != 2 {
+		t.Fatalf("another key: %d, want a value of its own", v)
+	}
+	if v, _ := PassValue(withPass(context.Background()), k1{}, compute); v != 3 {
+		t.Fatalf("a new pass: %d, want a new value", v)
+	}
+	if v, _ := PassValue(context.Background(), k1{}, compute); v != 4 {
+		t.Fatalf("outside a pass: %d, want a new value", v)
+	}
+	boom := errors.New("boom")
+	failing := func() (int, error) { calls++; return 0, boom }
+	ctx = withPass(context.Background())
+	_, err1 := PassValue(ctx, k1{}, failing)
+	_, err2 := PassValue(ctx, k1{}, failing)
+	if !errors.Is(err1, boom) || !errors.Is(err2, boom) || calls != 5 {
+		t.Fatalf("errors are kept for the pass too: %v, %v after %d calls", err1, err2, calls)
+	}
+}
