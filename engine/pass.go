@@ -32,12 +32,19 @@ func PassValue[T any](ctx context.Context, key any, compute func() (T, error)) (
 		return compute()
 	}
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	if r, ok := p.values[key]; ok {
-		v, _ := r.value.(T)
-		return v, r.err
+	r, ok := p.values[key]
+	p.mu.Unlock()
+	if !ok {
+		// Computed without the lock, so compute may itself use PassValue.
+		r.value, r.err = compute()
+		p.mu.Lock()
+		if first, ok := p.values[key]; ok {
+			r = first
+		} else {
+			p.values[key] = r
+		}
+		p.mu.Unlock()
 	}
-	v, err := compute()
-	p.values[key] = passResult{value: v, err: err}
-	return v, err
+	v, _ := r.value.(T)
+	return v, r.err
 }

@@ -29,12 +29,21 @@ func TestPassValue(t *testing.T) {
 	if v, _ := PassValue(context.Background(), k1{}, compute); v != 4 {
 		t.Fatalf("outside a pass: %d, want a new value", v)
 	}
+	// compute may use other pass values.
+	ctx = withPass(context.Background())
+	outer, _ := PassValue(ctx, k2{}, func() (int, error) {
+		inner, err := PassValue(ctx, k1{}, compute)
+		return inner * 10, err
+	})
+	if again, _ := PassValue(ctx, k1{}, compute); outer != 50 || again != 5 {
+		t.Fatalf("nested: outer %d, inner again %d; want 50 and 5", outer, again)
+	}
 	boom := errors.New("boom")
 	failing := func() (int, error) { calls++; return 0, boom }
 	ctx = withPass(context.Background())
 	_, err1 := PassValue(ctx, k1{}, failing)
 	_, err2 := PassValue(ctx, k1{}, failing)
-	if !errors.Is(err1, boom) || !errors.Is(err2, boom) || calls != 5 {
+	if !errors.Is(err1, boom) || !errors.Is(err2, boom) || calls != 6 {
 		t.Fatalf("errors are kept for the pass too: %v, %v after %d calls", err1, err2, calls)
 	}
 }
