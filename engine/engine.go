@@ -157,7 +157,7 @@ func newRunner(e *Engine, m *machine.Machine) (*runner, error) {
 		AddFunc: r.enqueueObj,
 		UpdateFunc: func(old, cur any) {
 			// Resyncs and no-op updates carry the same resourceVersion: nothing to do.
-			if o, c := objectMeta(old), objectMeta(cur); o != nil && c != nil && o.GetResourceVersion() == c.GetResourceVersion() {
+			if o, c := ObjectMeta(old), ObjectMeta(cur); o != nil && c != nil && o.GetResourceVersion() == c.GetResourceVersion() {
 				return
 			}
 			r.enqueueObj(cur)
@@ -170,7 +170,7 @@ func newRunner(e *Engine, m *machine.Machine) (*runner, error) {
 			return nil, err
 		}
 		handler := func(obj any) {
-			if o := objectMeta(obj); o != nil {
+			if o := ObjectMeta(obj); o != nil {
 				for _, k := range mapFn(o) {
 					r.add(k)
 				}
@@ -220,10 +220,10 @@ func (r *runner) triggerMapper(t machine.Trigger) (func(metav1.Object) []string,
 	}, nil
 }
 
-// objectMeta returns the metadata of an informer object (possibly a delete tombstone), which is
+// ObjectMeta returns the metadata of an informer object (possibly a delete tombstone), which is
 // *unstructured.Unstructured or, for resources cached typed (see CacheTyped), a typed or
-// Compact object.
-func objectMeta(obj any) metav1.Object {
+// Compact object; nil for anything else.
+func ObjectMeta(obj any) metav1.Object {
 	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = t.Obj
 	}
@@ -235,7 +235,7 @@ func objectMeta(obj any) metav1.Object {
 }
 
 func (r *runner) enqueueObj(obj any) {
-	if u := objectMeta(obj); u != nil {
+	if u := ObjectMeta(obj); u != nil {
 		r.add(cache.ObjectName{Namespace: u.GetNamespace(), Name: u.GetName()}.String())
 	}
 }

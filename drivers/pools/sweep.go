@@ -12,6 +12,7 @@ import (
 
 	"github.com/draforge/draforge/drivers/claims"
 	"github.com/draforge/draforge/drivers/simdevice"
+	"github.com/draforge/draforge/engine"
 )
 
 // Sweeper deletes orphaned slices: slices carrying a pool UID label whose pool no longer exists
@@ -26,10 +27,7 @@ func (d *Driver) Sweeper() (*Sweeper, error) {
 	s := &Sweeper{d: d, queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 		workqueue.DefaultTypedControllerRateLimiter[string](), workqueue.TypedRateLimitingQueueConfig[string]{Name: "orphan-slices"})}
 	enqueue := func(obj any) {
-		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-			obj = t.Obj
-		}
-		if o, err := meta.Accessor(obj); err == nil && o.GetLabels()[simdevice.LabelSDPUID] != "" {
+		if o := engine.ObjectMeta(obj); o != nil && o.GetLabels()[simdevice.LabelSDPUID] != "" {
 			s.queue.Add(o.GetName())
 		}
 	}

@@ -8,8 +8,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
@@ -55,7 +53,7 @@ func (wt *Watcher) Register() error {
 		_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc: func(obj any) { wt.note(kind, obj, OpAdd) },
 			UpdateFunc: func(old, cur any) {
-				o, c := objectMeta(old), objectMeta(cur)
+				o, c := engine.ObjectMeta(old), engine.ObjectMeta(cur)
 				if o != nil && c != nil && o.GetResourceVersion() == c.GetResourceVersion() {
 					return
 				}
@@ -78,21 +76,8 @@ func asUnstructured(obj any) *unstructured.Unstructured {
 	return u
 }
 
-// objectMeta returns the metadata of an informer object (possibly a delete tombstone):
-// unstructured, or typed for the resources the drivers cache typed (drivers.CacheTyped).
-func objectMeta(obj any) metav1.Object {
-	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = t.Obj
-	}
-	o, err := meta.Accessor(obj)
-	if err != nil {
-		return nil
-	}
-	return o
-}
-
 func (wt *Watcher) note(kind string, obj any, op string) {
-	u := objectMeta(obj)
+	u := engine.ObjectMeta(obj)
 	if u == nil {
 		return
 	}
