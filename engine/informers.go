@@ -70,7 +70,7 @@ func (i *Informers) CacheTyped(gvr schema.GroupVersionResource, newObj func() ru
 		if !ok {
 			return stripManagedFields(obj)
 		}
-		var out runtime.Object = newObj()
+		out := newObj()
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, out); err != nil {
 			return nil, fmt.Errorf("%s %s: %w", gvr, u.GetName(), err)
 		}
