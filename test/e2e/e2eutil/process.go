@@ -30,7 +30,7 @@ var (
 func DraforgeBinary(t testing.TB) string { return DraforgeBinaryWith(t, "") }
 
 // DraforgeBinaryWith builds ./cmd/draforge with the given -ldflags (e.g. a different
-// -X .../cli.Version, a second build for upgrade tests), once per distinct ldflags.
+// -X .../buildinfo.Version, a second build for upgrade tests), once per distinct ldflags.
 func DraforgeBinaryWith(t testing.TB, ldflags string) string {
 	t.Helper()
 	buildMu.Lock()
