@@ -39,10 +39,18 @@ func ReadVersion(dir string) (string, error) {
 		return "", err
 	}
 	v := strings.TrimSpace(string(b))
-	if !semver.MatchString(v) {
-		return "", fmt.Errorf("%s:1:1: %q is not a semantic version such as 0.1.0 (no leading v)", path, v)
+	if err := CheckVersion(v); err != nil {
+		return "", fmt.Errorf("%s:1:1: %w", path, err)
 	}
 	return v, nil
+}
+
+// CheckVersion accepts a semantic version without a leading "v".
+func CheckVersion(v string) error {
+	if !semver.MatchString(v) {
+		return fmt.Errorf("%q is not a semantic version such as 0.1.0 (no leading v)", v)
+	}
+	return nil
 }
 
 // ReadSource reads the version from dir/VERSION and the revision and commit time from git.

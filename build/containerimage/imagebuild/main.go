@@ -54,6 +54,10 @@ func run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	if strings.HasSuffix(src.Revision, "-dirty") {
+		fmt.Fprintf(os.Stderr, "warning: tracked files differ from %s; the image is not that commit's (revision label %s)\n",
+			strings.TrimSuffix(src.Revision, "-dirty"), src.Revision)
+	}
 	if *rootfs != "" {
 		p, err := v1.ParsePlatform(*rootfsPlatform)
 		if err != nil {
@@ -126,6 +130,9 @@ func source(ctx context.Context, dir, version, revision, created string) (contai
 		}
 	}
 	if version != "" {
+		if err := containerimage.CheckVersion(version); err != nil {
+			return src, fmt.Errorf("--version: %w", err)
+		}
 		src.Version = version
 	}
 	if revision != "" {
