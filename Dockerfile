@@ -7,7 +7,7 @@
 #   docker buildx build --platform linux/amd64,linux/arm64 \
 #     --build-arg VERSION=0.1.0 --build-arg REVISION=$(git rev-parse HEAD) \
 #     --build-arg SOURCE_DATE_EPOCH=$(git log -1 --format=%ct) \
-#     --build-arg CREATED=$(date -u -d @$(git log -1 --format=%ct) +%Y-%m-%dT%H:%M:%SZ) \
+#     --build-arg CREATED=$(TZ=UTC git log -1 --date=format-local:%Y-%m-%dT%H:%M:%SZ --format=%cd) \
 #     -t ghcr.io/draforge/draforge:0.1.0 .
 ARG GO_VERSION=1.26
 
