@@ -13,6 +13,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -178,7 +179,8 @@ func WriteRootfs(ctx context.Context, dir string, p v1.Platform, src Source, rep
 	if err != nil {
 		return err
 	}
-	if err := writeEntries(dir, append(base, binaryEntries(nil)[:3]...), src.Created); err != nil {
+	dirs := slices.DeleteFunc(binaryEntries(nil), func(e entry) bool { return !e.mode.IsDir() }) // the binary is built in place below
+	if err := writeEntries(dir, append(base, dirs...), src.Created); err != nil {
 		return err
 	}
 	bin := filepath.Join(dir, filepath.FromSlash(BinaryPath[1:]))

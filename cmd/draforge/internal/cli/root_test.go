@@ -15,7 +15,6 @@ func TestDisplayName(t *testing.T) {
 		"/usr/local/bin/draforge":          "draforge",
 		"/home/u/bin/kubectl-draforge":     "kubectl draforge",
 		"kubectl-draforge":                 "kubectl draforge",
-		`C:\bin\kubectl-draforge.exe`:      "draforge", // a Windows path is not split on Linux
 		"kubectl-draforge.exe":             "kubectl draforge",
 		"/usr/local/bin/kubectl-draforge2": "draforge",
 	} {
