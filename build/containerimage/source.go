@@ -54,34 +54,50 @@ func CheckVersion(v string) error {
 }
 
 // ReadSource reads the version from dir/VERSION and the revision and commit time from git.
-// $SOURCE_DATE_EPOCH, when set, replaces the commit time (reproducible-builds.org convention).
 func ReadSource(ctx context.Context, dir string) (Source, error) {
 	version, err := ReadVersion(dir)
 	if err != nil {
 		return Source{}, err
 	}
-	rev, err := git(ctx, dir, "rev-parse", "HEAD")
+	rev, err := ReadRevision(ctx, dir)
 	if err != nil {
 		return Source{}, err
 	}
-	status, err := git(ctx, dir, "status", "--porcelain", "--untracked-files=no")
-	if err != nil {
-		return Source{}, err
-	}
-	if status != "" {
-		rev += "-dirty"
-	}
-	epoch := os.Getenv("SOURCE_DATE_EPOCH")
-	if epoch == "" {
-		if epoch, err = git(ctx, dir, "log", "-1", "--format=%ct", "HEAD"); err != nil {
-			return Source{}, err
-		}
-	}
-	created, err := ParseEpoch(epoch)
+	created, err := ReadCreated(ctx, dir)
 	if err != nil {
 		return Source{}, err
 	}
 	return Source{Version: version, Revision: rev, Created: created}, nil
+}
+
+// ReadRevision is git HEAD in dir, with "-dirty" when tracked files differ from it (untracked
+// files do not count: they are not built into the binary unless added).
+func ReadRevision(ctx context.Context, dir string) (string, error) {
+	rev, err := git(ctx, dir, "rev-parse", "HEAD")
+	if err != nil {
+		return "", err
+	}
+	status, err := git(ctx, dir, "status", "--porcelain", "--untracked-files=no")
+	if err != nil {
+		return "", err
+	}
+	if status != "" {
+		rev += "-dirty"
+	}
+	return rev, nil
+}
+
+// ReadCreated is $SOURCE_DATE_EPOCH when set (reproducible-builds.org convention), else the
+// commit time of HEAD in dir.
+func ReadCreated(ctx context.Context, dir string) (time.Time, error) {
+	epoch := os.Getenv("SOURCE_DATE_EPOCH")
+	if epoch == "" {
+		var err error
+		if epoch, err = git(ctx, dir, "log", "-1", "--format=%ct", "HEAD"); err != nil {
+			return time.Time{}, err
+		}
+	}
+	return ParseEpoch(epoch)
 }
 
 // ParseEpoch parses seconds since the Unix epoch as a UTC time.

@@ -71,6 +71,9 @@ func run(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
+		if p.OS == "" || p.Architecture == "" {
+			return fmt.Errorf("--platforms %q: each platform is os/architecture, e.g. linux/arm64", *platforms)
+		}
 		ps = append(ps, *p)
 	}
 	idx, err := containerimage.Build(ctx, containerimage.Options{Dir: *dir, Source: src, Platforms: ps, Log: os.Stderr})
@@ -119,29 +122,29 @@ func run(ctx context.Context, args []string) error {
 	return nil
 }
 
-// source reads the version, revision and time from the checkout unless all three are given
-// (a Docker build has no .git).
+// source takes the version, revision and time from the flags, reading what is not given from
+// the checkout (VERSION, git): a Docker build stage has no .git and passes all three.
 func source(ctx context.Context, dir, version, revision, created string) (containerimage.Source, error) {
 	var src containerimage.Source
 	var err error
-	if version == "" || revision == "" || created == "" {
-		if src, err = containerimage.ReadSource(ctx, dir); err != nil {
+	if version == "" {
+		if src.Version, err = containerimage.ReadVersion(dir); err != nil {
 			return src, err
 		}
-	}
-	if version != "" {
-		if err := containerimage.CheckVersion(version); err != nil {
-			return src, fmt.Errorf("--version: %w", err)
-		}
+	} else if err := containerimage.CheckVersion(version); err != nil {
+		return src, fmt.Errorf("--version: %w", err)
+	} else {
 		src.Version = version
 	}
-	if revision != "" {
-		src.Revision = revision
-	}
-	if created != "" {
-		if src.Created, err = containerimage.ParseEpoch(created); err != nil {
+	if src.Revision = revision; revision == "" {
+		if src.Revision, err = containerimage.ReadRevision(ctx, dir); err != nil {
 			return src, err
 		}
 	}
-	return src, nil
+	if created == "" {
+		src.Created, err = containerimage.ReadCreated(ctx, dir)
+	} else {
+		src.Created, err = containerimage.ParseEpoch(created)
+	}
+	return src, err
 }
