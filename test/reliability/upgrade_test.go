@@ -57,7 +57,7 @@ func TestUpgradeRollback(t *testing.T) {
 	class := "rel-upgrade-" + e.Namespace
 	deviceClass(t, e, class, class)
 	v1 := e2eutil.DraforgeBinary(t)
-	v2 := e2eutil.DraforgeBinaryWith(t, "-X github.com/draforge/draforge/cmd/draforge/internal/cli.Version=v2-reliability")
+	v2 := e2eutil.DraforgeBinaryWith(t, "-X github.com/draforge/draforge/cmd/draforge/internal/buildinfo.Version=v2-reliability")
 	v2dir := v2Machines(t)
 
 	createPool(t, e, "a", pool(4, class, "node-a", "node-b"))

@@ -30,7 +30,7 @@ var (
 func DraforgeBinary(t testing.TB) string { return DraforgeBinaryWith(t, "") }
 
 // DraforgeBinaryWith builds ./cmd/draforge with the given -ldflags (e.g. a different
-// -X .../cli.Version, a second build for upgrade tests), once per distinct ldflags.
+// -X .../buildinfo.Version, a second build for upgrade tests), once per distinct ldflags.
 func DraforgeBinaryWith(t testing.TB, ldflags string) string {
 	t.Helper()
 	buildMu.Lock()
@@ -51,12 +51,15 @@ func DraforgeBinaryWith(t testing.TB, ldflags string) string {
 	out := filepath.Join(buildDir, fmt.Sprintf("draforge-%d", len(buildPath)))
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	args := []string{"build", "-o", out}
+	// Static and -trimpath like the container image's amd64 binary (build/containerimage), so
+	// both share the Go build cache: only the link step differs.
+	args := []string{"build", "-trimpath", "-o", out}
 	if ldflags != "" {
 		args = append(args, "-ldflags", ldflags)
 	}
 	cmd := exec.CommandContext(ctx, "go", append(args, "./cmd/draforge")...)
 	cmd.Dir = RepoRoot()
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if b, err := cmd.CombinedOutput(); err != nil {
 		buildErrs[ldflags] = fmt.Errorf("%w\n%s", err, b)
 		t.Fatalf("go build ./cmd/draforge: %v", buildErrs[ldflags])
