@@ -104,7 +104,7 @@ func TestCheckpoint(t *testing.T) {
 	}
 	path := filepath.Join(dir, checkpointFile)
 	for content, want := range map[string]string{
-		"{not json":                  "checkpoint " + path,
+		"{not json":                 "checkpoint " + path,
 		`{"version":7,"claims":{}}`: "version 7",
 	} {
 		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
