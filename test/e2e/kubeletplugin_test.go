@@ -426,3 +426,61 @@ func TestKubeletPlugin(t *testing.T) {
 		t.Fatalf("plugin exited: %s", plugin.Log())
 	}
 }
+
+// TestKindExampleApplies applies examples/kind/sim-gpu-pod.yaml (what kind:up runs on a real
+// node) to the API server, in the test's namespace, and checks that its pool targets real
+// Linux nodes and not the simulated ones of examples/nodes.yaml.
+func TestKindExampleApplies(t *testing.T) {
+	e := newEnv(t)
+	e.Setup(t)
+	data, err := os.ReadFile(filepath.Join(repoRoot(), "examples", "kind", "sim-gpu-pod.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[string]bool{}
+	for _, u := range decodeDocs(t, data) {
+		kinds[u.GetKind()] = true
+		switch {
+		case u.GetKind() == "Namespace":
+			continue
+		case u.GetKind() == "DeviceClass":
+			// Cluster-scoped: a name of this test's own, removed afterwards.
+			u.SetName(e.Namespace + "-gpu")
+			t.Cleanup(func() {
+				_ = e.Kube.ResourceV1().DeviceClasses().Delete(context.Background(), u.GetName(), metav1.DeleteOptions{})
+			})
+		case u.GetKind() == "SimulatedDevicePool":
+			p, err := simdevice.FromUnstructured(u)
+			if err != nil {
+				t.Fatal(err)
+			}
+			real := node("kind-control-plane", map[string]string{"kubernetes.io/os": "linux", "kubernetes.io/hostname": "kind-control-plane"})
+			if !p.Targets(real) {
+				t.Error("the example pool does not target a real Linux node")
+			}
+			for _, n := range []string{"node-a", "node-b", "node-c"} {
+				sim, err := e.Kube.CoreV1().Nodes().Get(t.Context(), n, metav1.GetOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if p.Targets(sim) {
+					t.Errorf("the example pool targets simulated node %s", n)
+				}
+			}
+		}
+		u.SetNamespace("")
+		if u.GetKind() != "DeviceClass" {
+			u.SetNamespace(e.Namespace)
+		}
+		e.Apply(t, e.Namespace, u)
+	}
+	for _, k := range []string{"Namespace", "SimulatedDevicePool", "DeviceClass", "ResourceClaimTemplate", "Pod"} {
+		if !kinds[k] {
+			t.Errorf("example has no %s", k)
+		}
+	}
+}
+
+func node(name string, labels map[string]string) *corev1.Node {
+	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
+}
