@@ -93,8 +93,9 @@ func Owned(claim *resourcev1.ResourceClaim, driver string) []resourcev1.Allocate
 
 // Apply makes the driver's entries of the claim equal to entries (nil removes them) with a
 // server-side apply of status as field manager driver. It writes nothing when the claim already
-// shows exactly these entries. The claim's UID is a precondition, so a claim deleted and
-// re-created under the same name is never written.
+// shows exactly these entries. The apply carries the claim's UID, so a claim deleted and
+// re-created under the same name is never written (kube-apiserver answers 422 Invalid,
+// metadata.uid immutable).
 func Apply(ctx context.Context, client resourceclient.ResourceV1Interface, claim *resourcev1.ResourceClaim, driver string, entries []resourcev1.AllocatedDeviceStatus) error {
 	if equalEntries(Owned(claim, driver), entries) {
 		return nil

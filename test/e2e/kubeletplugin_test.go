@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	drahealthv1 "k8s.io/kubelet/pkg/apis/dra-health/v1"
@@ -22,6 +23,7 @@ import (
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/draforge/draforge/drivers/devicestatus"
 	"github.com/draforge/draforge/drivers/simdevice"
 	"github.com/draforge/draforge/test/e2e/e2eutil"
 )
@@ -418,6 +420,15 @@ func TestKubeletPlugin(t *testing.T) {
 	k.unprepare(t, e.Namespace, "d", d.UID)
 	if cdiSpecExists(dirs, gpu, d.UID) {
 		t.Error("unprepare d left its CDI spec")
+	}
+	// The status write carries the claim UID: a claim re-created under the same name (another
+	// UID) is never written (kube-apiserver refuses the apply: metadata.uid is immutable).
+	before := e.claim(t, "b")
+	if err := devicestatus.ApplyByName(ctx, e.Kube.ResourceV1(), e.Namespace, "b", "00000000-1111-2222-3333-444444444444", gpu, nil); !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "metadata.uid") {
+		t.Errorf("status write with another UID: want Invalid metadata.uid, got %v", err)
+	}
+	if after := e.claim(t, "b"); after.ResourceVersion != before.ResourceVersion {
+		t.Errorf("status write with another UID changed the claim: %+v", after.Status.Devices)
 	}
 	// Unpreparing twice, or a claim never prepared, succeeds.
 	k.unprepare(t, e.Namespace, "d", d.UID)

@@ -184,3 +184,10 @@ func TestKubeletPluginArgsAreBinaryFlags(t *testing.T) {
 		}
 	}
 }
+
+func TestKubeletPluginLintStrict(t *testing.T) {
+	out := helm(t, "lint", "--strict", chartDir(t), "--namespace", namespace, "--set", "kubeletPlugin.enabled=true")
+	if !strings.Contains(out, "1 chart(s) linted, 0 chart(s) failed") {
+		t.Fatalf("unexpected lint output:\n%s", out)
+	}
+}
