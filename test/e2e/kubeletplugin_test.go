@@ -389,6 +389,17 @@ func TestKubeletPlugin(t *testing.T) {
 		return strings.Contains(r.Error, "device gpu-1 of pool "+gpuPool+" (driver "+gpu+") is not on node "+node), "prepare gone: " + r.Error
 	})
 
+	gpuLabel := `driver="` + gpu + `"`
+	if n := plugin.Metric(t, "draforge_kubelet_plugin_operations_total", gpuLabel, `operation="prepare"`, `result="error"`); n < 2 {
+		t.Errorf("prepare errors counted: %v, want >= 2 (c and gone)", n)
+	}
+	if n := plugin.Metric(t, "draforge_kubelet_plugin_prepared_claims", gpuLabel); n != 3 {
+		t.Errorf("prepared claims of %s: %v, want 3 (a, b, d)", gpu, n)
+	}
+	if n := plugin.Metric(t, "draforge_kubelet_plugin_registered_drivers"); n != 2 {
+		t.Errorf("registered drivers: %v, want 2", n)
+	}
+
 	// Restart the plugin between prepare and unprepare (SIGKILL: no chance to tidy up). The
 	// new process re-registers, answers a repeated prepare from its checkpoint and unprepares
 	// what the old one prepared.
@@ -433,6 +444,13 @@ func TestKubeletPlugin(t *testing.T) {
 	// Unpreparing twice, or a claim never prepared, succeeds.
 	k.unprepare(t, e.Namespace, "d", d.UID)
 	k.unprepare(t, e.Namespace, "never", "00000000-0000-0000-0000-000000000000")
+	// After the restart: b and c are prepared; the restarted process counted from its checkpoint.
+	if n := plugin.Metric(t, "draforge_kubelet_plugin_prepared_claims", gpuLabel); n != 2 {
+		t.Errorf("prepared claims of %s after the restart: %v, want 2 (b, c)", gpu, n)
+	}
+	if n := plugin.Metric(t, "draforge_kubelet_plugin_operations_total", gpuLabel, `operation="unprepare"`, `result="success"`); n != 4 {
+		t.Errorf("unprepares counted after the restart: %v, want 4", n)
+	}
 	if !plugin.Running() {
 		t.Fatalf("plugin exited: %s", plugin.Log())
 	}

@@ -7,6 +7,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -15,6 +18,7 @@ import (
 	"github.com/draforge/draforge/engine"
 	"github.com/draforge/draforge/engine/health"
 	"github.com/draforge/draforge/engine/logging"
+	"github.com/draforge/draforge/engine/metrics"
 )
 
 type kubeletPluginOptions struct {
@@ -44,7 +48,7 @@ the kubelet's DRA health API.`,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runKubeletPlugin(cmd.Context(), kf, o) },
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.addr, "runtime-address", ":8083", "listen address of /healthz, /readyz")
+	f.StringVar(&o.addr, "runtime-address", ":8083", "listen address of /healthz, /readyz and /metrics")
 	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&o.nodeName, "node-name", os.Getenv("NODE_NAME"), "this node's name (default $NODE_NAME)")
 	f.StringVar(&o.pluginsDir, "plugins-dir", "/var/lib/kubelet/plugins", "the kubelet's plugin data directory; each driver gets <dir>/<driver>")
@@ -76,16 +80,26 @@ func runKubeletPlugin(ctx context.Context, kf *kubeFlags, o *kubeletPluginOption
 	if err != nil {
 		return err
 	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if _, err := metrics.RegisterRESTClient(reg); err != nil {
+		return err
+	}
+	m, err := kubeletplugin.NewMetrics(reg)
+	if err != nil {
+		return err
+	}
 	var registered atomic.Bool
 	ready := &health.Readiness{Kube: kube, Timeout: o.readyTimeout, Grace: o.readyGrace, Synced: registered.Load}
 	mux := http.NewServeMux()
 	mux.Handle("/healthz", health.Liveness{})
 	mux.Handle("/readyz", ready)
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	srv := &health.Server{Addr: o.addr, Handler: mux, ShutdownTimeout: o.shutdownWithin}
 	plugin := engine.PluginFunc(func(ctx context.Context) error {
 		return kubeletplugin.Run(ctx, kubeletplugin.Config{NodeName: o.nodeName, Kube: kube, Dynamic: dyn,
 			PluginsDir: o.pluginsDir, RegistryDir: o.registryDir, CDIDir: o.cdiDir, HealthInterval: o.healthInterval,
-			Log: log, Ready: registered.Store})
+			Log: log, Ready: registered.Store, Metrics: m})
 	})
 	log.Info().Str("node", o.nodeName).Str("address", o.addr).Msg("kubelet plugin starting")
 	return runPlugins(ctx, log, o.shutdownWithin+time.Second, nil, srv, plugin)

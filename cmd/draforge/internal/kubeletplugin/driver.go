@@ -21,16 +21,17 @@ import (
 
 // driver is the kubelet plugin of one DRA driver name on this node.
 type driver struct {
-	name   string
-	node   string
-	cdiDir string
-	inv    *inventory
-	claims resourceclient.ResourceV1Interface
-	log    zerolog.Logger
-	health time.Duration // how often health is re-sent while nothing changes
-	now    func() time.Time
-	mu     sync.Mutex // the helper serializes gRPC calls; this also covers Snapshot readers
-	cp     *checkpoint
+	name    string
+	node    string
+	cdiDir  string
+	inv     *inventory
+	claims  resourceclient.ResourceV1Interface
+	log     zerolog.Logger
+	health  time.Duration // how often health is re-sent while nothing changes
+	now     func() time.Time
+	mu      sync.Mutex // the helper serializes gRPC calls; this also covers idle()
+	cp      *checkpoint
+	metrics *Metrics
 }
 
 var _ kubeletplugin.DRAPlugin = (*driver)(nil)
@@ -41,8 +42,10 @@ func (d *driver) PrepareResourceClaims(ctx context.Context, claims []*resourcev1
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	out := make(map[types.UID]kubeletplugin.PrepareResult, len(claims))
+	defer func() { d.metrics.setPrepared(d.name, len(d.cp.Claims)) }()
 	for _, c := range claims {
 		devs, err := d.prepare(ctx, c)
+		d.metrics.observe(d.name, "prepare", err)
 		if err != nil {
 			d.log.Warn().Err(err).Str("claim", c.Namespace+"/"+c.Name).Msg("prepare failed")
 			out[c.UID] = kubeletplugin.PrepareResult{Err: err}
@@ -211,8 +214,10 @@ func (d *driver) UnprepareResourceClaims(ctx context.Context, claims []kubeletpl
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	out := make(map[types.UID]error, len(claims))
+	defer func() { d.metrics.setPrepared(d.name, len(d.cp.Claims)) }()
 	for _, c := range claims {
 		out[c.UID] = d.unprepare(ctx, c)
+		d.metrics.observe(d.name, "unprepare", out[c.UID])
 		if out[c.UID] == nil {
 			d.log.Info().Str("claim", c.Namespace+"/"+c.Name).Msg("unprepared")
 		}

@@ -43,6 +43,8 @@ type Config struct {
 	// Ready is called with true once every driver the node needs is registered (and false
 	// while one is not), for the readiness probe.
 	Ready func(bool)
+	// Metrics receives the plugin's series; nil records nothing.
+	Metrics *Metrics
 }
 
 func (c *Config) validate() error {
@@ -97,6 +99,7 @@ func Run(ctx context.Context, cfg Config) error {
 				cfg.Log.Info().Str("driver", name).Msg("driver no longer used on this node; unregistering")
 				r.stop()
 				delete(running, name)
+				cfg.Metrics.forget(name)
 			}
 		}
 		ok := true
@@ -113,6 +116,7 @@ func Run(ctx context.Context, cfg Config) error {
 			running[name] = r
 		}
 		cfg.Ready(ok)
+		cfg.Metrics.setRegistered(len(running))
 		select {
 		case <-ctx.Done():
 			return nil
@@ -173,7 +177,8 @@ func start(ctx context.Context, cfg Config, inv *inventory, name string) (*runni
 	}
 	log := cfg.Log.With().Str("driver", name).Logger()
 	d := &driver{name: name, node: cfg.NodeName, cdiDir: cfg.CDIDir, inv: inv, claims: cfg.Kube.ResourceV1(), log: log,
-		health: cfg.HealthInterval, now: time.Now, cp: cp}
+		health: cfg.HealthInterval, now: time.Now, cp: cp, metrics: cfg.Metrics}
+	cfg.Metrics.setPrepared(name, len(cp.Claims))
 	// The helper logs through klog, which engine/logging routes into the same JSON stream.
 	hctx := klog.NewContext(ctx, klog.Background().WithValues("driver", name))
 	h, err := kubeletplugin.Start(hctx, d,
