@@ -406,8 +406,15 @@ func TestKubeletPlugin(t *testing.T) {
 	plugin.Kill()
 	plugin = startKubeletPlugin(t, e.Kubeconfig, node, dirs)
 	k = registerWith(t, dirs, gpu)
+	// b's spec went missing meanwhile: the repeated prepare restores it.
+	if err := os.Remove(filepath.Join(dirs.cdi, gpu+"-device_"+string(b.UID)+".json")); err != nil {
+		t.Fatal(err)
+	}
 	if again := k.prepare(t, b); again.Error != "" || len(again.Devices) != 1 || again.Devices[0].DeviceName != "gpu-0" {
 		t.Errorf("prepare b after restart: %v", again)
+	}
+	if _, envB, _ := cdiEnv(t, dirs, gpu, b.UID); envB["DRAFORGE_DEVICE_0"] != "gpu-0" || envB["DRAFORGE_DEVICE_0_ADMIN_ACCESS"] != "true" {
+		t.Errorf("restored CDI env of b: %v", envB)
 	}
 	k.unprepare(t, e.Namespace, "a", a.UID)
 	if cdiSpecExists(dirs, gpu, a.UID) {

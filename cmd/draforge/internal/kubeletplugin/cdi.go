@@ -69,6 +69,12 @@ func writeCDISpec(dir, driver string, claim types.UID, spec *cdiSpec) error {
 	return nil
 }
 
+// cdiSpecExists reports whether the claim's spec file is there.
+func cdiSpecExists(dir, driver string, claim types.UID) bool {
+	_, err := os.Stat(cdiSpecPath(dir, driver, claim))
+	return err == nil
+}
+
 // removeCDISpec removes the claim's spec; a missing file is not an error (unprepare is idempotent).
 func removeCDISpec(dir, driver string, claim types.UID) error {
 	err := os.Remove(cdiSpecPath(dir, driver, claim))

@@ -74,10 +74,13 @@ func (d *driver) prepare(ctx context.Context, claim *resourcev1.ResourceClaim) (
 			delete(d.cp.Claims, claim.UID)
 			return nil, fmt.Errorf("checkpoint: %w", err)
 		}
-	} else if err := writeCDISpec(d.cdiDir, d.name, claim.UID, d.spec(claim.UID, pc)); err != nil {
+	} else if !cdiSpecExists(d.cdiDir, d.name, claim.UID) {
 		// Prepared before (a repeated call, maybe by an earlier process): the same answer, and
-		// the spec restored should someone have removed it.
-		return nil, err
+		// the spec restored should someone have removed it (an existing spec is left as it
+		// was written, even if a device has disappeared since).
+		if err := writeCDISpec(d.cdiDir, d.name, claim.UID, d.spec(claim.UID, pc)); err != nil {
+			return nil, err
+		}
 	}
 	if err := d.writeStatus(ctx, claim); err != nil {
 		return nil, err
@@ -91,9 +94,10 @@ func (d *driver) prepare(ctx context.Context, claim *resourcev1.ResourceClaim) (
 }
 
 // plan checks the claim's devices of this driver against the node's inventory and the other
-// prepared claims: every device must exist on this node now, and a device is used by at most
-// one claim unless every claim using it has admin access (or distinct share IDs of a device
-// that allows multiple allocations), the last line of defence the DRAPlugin contract asks for.
+// prepared claims: every device must exist on this node now, and a device is prepared for at
+// most one claim without admin access (claims with admin access, or with share IDs of a device
+// that allows multiple allocations, may share it), the last line of defence the DRAPlugin
+// contract asks for.
 func (d *driver) plan(claim *resourcev1.ResourceClaim) (*preparedClaim, error) {
 	if claim.Status.Allocation == nil {
 		return nil, fmt.Errorf("ResourceClaim %s/%s is not allocated", claim.Namespace, claim.Name)
@@ -158,7 +162,7 @@ func (d *driver) spec(uid types.UID, pc *preparedClaim) *cdiSpec {
 		p := fmt.Sprintf("DRAFORGE_DEVICE_%d", i)
 		env := []string{p + "=" + pd.Device, p + "_POOL=" + pd.Pool, p + "_REQUEST=" + pd.Request}
 		// What the inventory knows now; a device removed since the prepare keeps its basic
-		// variables (the spec may be rewritten by a repeated prepare after the removal).
+		// variables (a repeated prepare rewrites a spec that someone deleted).
 		if dev := snap[d.name][key(pd.Pool, pd.Device)]; dev != nil {
 			env = append(env, p+"_TYPE="+dev.Type, fmt.Sprintf("%s_INDEX=%d", p, dev.Index))
 			for _, a := range []string{"uuid", "productName"} {
