@@ -51,12 +51,12 @@ type nvidiaGPUModel struct {
 
 // migProfile is one GPU instance profile and its possible placements on 8 memory slices.
 type migProfile struct {
-	name                                                                  string // e.g. 1g.5gb, 1g.5gb+me
-	id                                                                    int    // GI profile ID as nvidia-smi shows it
+	name                                                                      string // e.g. 1g.5gb, 1g.5gb+me
+	id                                                                        int    // GI profile ID as nvidia-smi shows it
 	multiprocessors, copyEngines, decoders, encoders, jpegEngines, ofaEngines int64
-	memoryMiB                                                             int64
-	placements                                                            []int // start slices
-	size                                                                  int   // memory slices per placement
+	memoryMiB                                                                 int64
+	placements                                                                []int // start slices
+	size                                                                      int   // memory slices per placement
 }
 
 // Placements are the same on A100 and H100 (`nvidia-smi mig -lgipp`).
