@@ -15,9 +15,10 @@ import (
 )
 
 func intelGPU(p physical) ([]resourcev1.Device, []resourcev1.CounterSet) {
-	bus, root, _ := pciTopology(p.index)
-	bus = "0000:" + bus[5:] // Intel GPUs sit in PCI domain 0
-	root = "pci0000:" + root[8:]
+	// The documented host: discrete GPUs behind root complex 00, the first at 0000:04:00.0.
+	// Sixteen GPUs per PCI domain.
+	domain := p.index / 16
+	bus, root := fmt.Sprintf("%04x:%02x:00.0", domain, 0x04+0x10*(p.index%16)), fmt.Sprintf("pci%04x:00", domain)
 	const pciID = "0xe211"
 	name := strings.NewReplacer(":", "-", ".", "-").Replace(bus) + "-" + pciID
 	return []resourcev1.Device{{
@@ -31,7 +32,7 @@ func intelGPU(p physical) ([]resourcev1.Device, []resourcev1.CounterSet) {
 			"pciId":      str(pciID),
 			"pciAddress": str(bus), // deprecated upstream in favour of resource.kubernetes.io/pciBusID
 			"health":     str("Healthy"),
-			"pciRoot":    str(root[len("pci0000:"):]), // deprecated: the bus of the root only
+			"pciRoot":    str(root[len(root)-2:]), // deprecated: the bus of the root only
 			AttrPCIeRoot: str(root),
 			AttrPCIBusID: str(bus),
 		},
