@@ -17,8 +17,8 @@ import (
 // goldenPublication is testdata/golden/<profile>.yaml: what the real driver publishes for one
 // node, written by hand from the driver's source and documentation (each file names them).
 type goldenPublication struct {
-	Driver      string   `json:"driver"`
-	DeviceCount int      `json:"deviceCount"`
+	Driver      string `json:"driver"`
+	DeviceCount int    `json:"deviceCount"`
 	// PerHost names attributes whose values depend on the host (UUIDs, PCI placement): only
 	// their presence and type are compared.
 	PerHost []string `json:"perHost"`
@@ -155,8 +155,11 @@ func TestGoldenComparisonDetectsDrift(t *testing.T) {
 		t.Fatalf("a device must equal itself: %s", diff)
 	}
 	for name, mutate := range map[string]func(d *resourcev1.Device){
-		"extra index":     func(d *resourcev1.Device) { d.Attributes["index"] = integer(0) },
-		"qualified name":  func(d *resourcev1.Device) { d.Capacity["gpu.nvidia.com/memory"] = d.Capacity["memory"]; delete(d.Capacity, "memory") },
+		"extra index": func(d *resourcev1.Device) { d.Attributes["index"] = integer(0) },
+		"qualified name": func(d *resourcev1.Device) {
+			d.Capacity["gpu.nvidia.com/memory"] = d.Capacity["memory"]
+			delete(d.Capacity, "memory")
+		},
 		"per-host type":   func(d *resourcev1.Device) { d.Attributes[AttrNUMANode] = str("0") },
 		"fixed value":     func(d *resourcev1.Device) { d.Attributes["brand"] = str("Other") },
 		"sharing enabled": func(d *resourcev1.Device) { d.AllowMultipleAllocations = ptr.To(true) },

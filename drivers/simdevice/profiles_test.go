@@ -1,0 +1,122 @@
+package simdevice
+
+import (
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/yaml"
+)
+
+// TestProfileEnumsAgree: the CRD's enum (both copies) and the CUE schema list exactly the
+// profiles Validate accepts.
+func TestProfileEnumsAgree(t *testing.T) {
+	var want []string
+	for _, p := range Profiles() {
+		want = append(want, string(p))
+	}
+	for _, file := range []string{"../../deploy/crds/simulateddevicepool-crd.yaml", "../../deploy/helm/draforge/crds/simulateddevicepool-crd.yaml"} {
+		raw, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var crd struct {
+			Spec struct {
+				Versions []struct {
+					Schema struct {
+						OpenAPIV3Schema struct {
+							Properties struct {
+								Spec struct {
+									Properties struct {
+										Profile struct {
+											Enum []string `json:"enum"`
+										} `json:"profile"`
+									} `json:"properties"`
+								} `json:"spec"`
+							} `json:"properties"`
+						} `json:"openAPIV3Schema"`
+					} `json:"schema"`
+				} `json:"versions"`
+			} `json:"spec"`
+		}
+		if err := yaml.Unmarshal(raw, &crd); err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+		got := slices.Sorted(slices.Values(crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties.Spec.Properties.Profile.Enum))
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: profile enum %v, want %v", file, got, want)
+		}
+	}
+	raw, err := os.ReadFile("../../schemas/simulateddevicepool.cue")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^\s*profile\?:\s*(.+)$`).FindStringSubmatch(string(raw))
+	if m == nil {
+		t.Fatal("schemas/simulateddevicepool.cue: no profile field")
+	}
+	var got []string
+	for _, alt := range strings.Split(m[1], "|") {
+		got = append(got, strings.Trim(strings.TrimSpace(alt), `"`))
+	}
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		t.Errorf("CUE profile enum %v, want %v", got, want)
+	}
+}
+
+// TestSlicesWithinLimitsForLargeNodes: many partitionable GPUs on one node need several counter
+// slices (at most 8 sets each) and device slices of at most 64 devices; every device's counter
+// set is published in the same pool.
+func TestSlicesWithinLimitsForLargeNodes(t *testing.T) {
+	for _, tc := range []struct {
+		profile        Profile
+		gpus           int
+		counterSlices  int
+		devicesPerGPU  int
+		slicePerDevice bool
+	}{
+		{ProfileNvidiaMIGH100, 20, 3, 26, true},
+		{ProfileNvidiaMIGA100, 9, 2, 25, true},
+		{ProfileExampleGPU, 30, 4, 5, false},
+	} {
+		p := newPool(func(s *PoolSpec) { s.Profile, s.DeviceCount = tc.profile, tc.gpus })
+		got := mustSlices(t, p)
+		sets, devices, counterSlices := map[string]bool{}, 0, 0
+		for i, s := range got {
+			if s.Spec.Pool.ResourceSliceCount != int64(len(got)) {
+				t.Errorf("%s: slice %d resourceSliceCount %d, want %d", tc.profile, i, s.Spec.Pool.ResourceSliceCount, len(got))
+			}
+			if len(s.Spec.SharedCounters) > 0 {
+				if i != counterSlices {
+					t.Errorf("%s: counter slices come first", tc.profile)
+				}
+				counterSlices++
+			}
+			for _, cs := range s.Spec.SharedCounters {
+				sets[cs.Name] = true
+			}
+			devices += len(s.Spec.Devices)
+		}
+		if counterSlices != tc.counterSlices || len(sets) != tc.gpus || devices != tc.gpus*tc.devicesPerGPU {
+			t.Errorf("%s: %d counter slices, %d sets, %d devices", tc.profile, counterSlices, len(sets), devices)
+		}
+		if tc.slicePerDevice && len(got) != tc.counterSlices+tc.gpus {
+			t.Errorf("%s: want one device slice per GPU, got %d slices", tc.profile, len(got))
+		}
+		if !tc.slicePerDevice && len(got)-counterSlices != (devices+63)/64 {
+			t.Errorf("%s: devices must be packed 64 per slice, got %d device slices", tc.profile, len(got)-counterSlices)
+		}
+		for _, s := range got {
+			for _, d := range s.Spec.Devices {
+				for _, c := range d.ConsumesCounters {
+					if !sets[c.CounterSet] {
+						t.Errorf("%s: device %s consumes unknown counter set %s", tc.profile, d.Name, c.CounterSet)
+					}
+				}
+			}
+		}
+	}
+}
