@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/yaml"
 )
 
@@ -118,5 +119,39 @@ func TestSlicesWithinLimitsForLargeNodes(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestFaultsHitPhysicalDevices: with a partitionable profile a fault names the physical GPU; an
+// unhealthy GPU taints all its partitions, a disappeared one takes its partitions and counter
+// set with it.
+func TestFaultsHitPhysicalDevices(t *testing.T) {
+	p := newPool(func(s *PoolSpec) {
+		s.Profile, s.DeviceCount = ProfileNvidiaMIGH100, 3
+		s.Faults = []Fault{
+			{Device: intstr.FromString("gpu-0"), Mode: FaultUnhealthy},
+			{Device: intstr.FromInt32(2), Mode: FaultDisappear},
+		}
+	})
+	tainted, clean, sets := 0, 0, map[string]bool{}
+	for _, s := range mustSlices(t, p) {
+		for _, cs := range s.Spec.SharedCounters {
+			sets[cs.Name] = true
+		}
+		for _, d := range s.Spec.Devices {
+			switch {
+			case strings.HasPrefix(d.Name, "gpu-2"):
+				t.Errorf("%s must have disappeared with its GPU", d.Name)
+			case strings.HasPrefix(d.Name, "gpu-0") && len(d.Taints) == 1 && d.Taints[0].Key == TaintUnhealthy:
+				tainted++
+			case strings.HasPrefix(d.Name, "gpu-1") && len(d.Taints) == 0:
+				clean++
+			default:
+				t.Errorf("%s: taints %v", d.Name, d.Taints)
+			}
+		}
+	}
+	if tainted != 26 || clean != 26 || len(sets) != 2 || sets["gpu-2-counter-set"] {
+		t.Errorf("tainted %d, clean %d, counter sets %v", tainted, clean, sets)
 	}
 }
