@@ -27,6 +27,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -183,7 +184,7 @@ func (m nvidiaGPUModel) maxCapacities() caps {
 func countersOf(c caps, start, size int) map[string]resourcev1.Counter {
 	out := make(map[string]resourcev1.Counter, len(c)+size)
 	for k, v := range c {
-		out[camelToDNSName(string(k))] = resourcev1.Counter{Value: v.Value.DeepCopy()}
+		out[counterName(k)] = resourcev1.Counter{Value: v.Value.DeepCopy()}
 	}
 	for i := start; i < start+size; i++ {
 		out[fmt.Sprintf("memory-slice-%d", i)] = resourcev1.Counter{Value: *resource.NewQuantity(1, resource.BinarySI)}
@@ -196,6 +197,18 @@ var (
 	camelRE2 = regexp.MustCompile("([A-Z]+)([A-Z][a-z])")
 	rfc1123  = regexp.MustCompile(`[^a-z0-9-.]`)
 )
+
+// counterNames memoizes camelToDNSName for capacity names: slices are rebuilt on every sync.
+var counterNames sync.Map
+
+func counterName(capacity resourcev1.QualifiedName) string {
+	if n, ok := counterNames.Load(capacity); ok {
+		return n.(string)
+	}
+	n := camelToDNSName(string(capacity))
+	counterNames.Store(capacity, n)
+	return n
+}
 
 // camelToDNSName and toRFC1123Compliant are the driver's (partitions.go, mig.go).
 func camelToDNSName(s string) string {

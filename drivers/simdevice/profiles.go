@@ -166,6 +166,9 @@ func (s *PoolSpec) qualify(name string) resourcev1.QualifiedName {
 }
 
 func (s *PoolSpec) qualifyAll(in map[resourcev1.QualifiedName]resourcev1.DeviceAttribute, c map[resourcev1.QualifiedName]resourcev1.DeviceCapacity) (attrs, caps) {
+	if s.AttributeDomain == s.DriverName { // every name stays as it is: no copies
+		return in, c
+	}
 	a := make(attrs, len(in))
 	for k, v := range in {
 		a[s.qualify(string(k))] = v
@@ -226,6 +229,5 @@ func attributeAndCapacityCount(s *PoolSpec) int {
 	return n
 }
 
-// cloneAttrs copies an attribute map (the values are not shared pointers' targets that anyone
-// mutates, so a shallow copy suffices).
+// cloneAttrs copies an attribute map; the values' pointers are shared, nothing writes through them.
 func cloneAttrs(a attrs) attrs { return maps.Clone(a) }

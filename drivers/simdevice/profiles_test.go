@@ -155,3 +155,14 @@ func TestFaultsHitPhysicalDevices(t *testing.T) {
 		t.Errorf("tainted %d, clean %d, counter sets %v", tainted, clean, sets)
 	}
 }
+
+// BenchmarkDesiredSlicesMIG: one node of 8 H100s with DynamicMIG (9 slices, 208 devices).
+func BenchmarkDesiredSlicesMIG(b *testing.B) {
+	p := newPool(func(s *PoolSpec) { s.Profile, s.DeviceCount = ProfileNvidiaMIGH100, 8 })
+	nodes := testNodes()[1:2]
+	for b.Loop() {
+		if _, err := DesiredSlices(p, nodes); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
