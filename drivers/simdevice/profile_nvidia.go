@@ -21,7 +21,10 @@ package simdevice
 // MIG hardware figures are those `nvidia-smi mig -lgip` / `-lgipp` report (GI profile IDs 19, 20,
 // 15, 14, 9, 5, 0; NVIDIA MIG User Guide, "Supported MIG Profiles"). The A100-SXM4-40GB figures
 // equal NVIDIA go-nvml v0.13.4-1 pkg/nvml/mock/gpus/a100.go (a100_40gb_GpuInstanceProfiles and
-// a100_GpuInstancePlacements, whose IDs are the NVML enum rather than the profile IDs).
+// a100_GpuInstancePlacements, whose IDs are the NVML enum rather than the profile IDs). The H100
+// figures are an H100 80GB HBM3's `nvidia-smi mig -lgip` output (go-nvml's h100.go mock differs
+// from real hardware: 16 SMs for 1g.20gb, 7 memory slices); its 4g.40gb and 7g.80gb rows were
+// not checked against a stored copy of that output.
 
 import (
 	"fmt"
