@@ -68,6 +68,7 @@ var profiles = map[Profile]profileDef{
 	ProfileAMDGPU:          {build: amdGPU},
 	ProfileAMDGPUCPX:       {build: amdGPUCPX},
 	ProfileGoogleTPU:       {build: googleTPU},
+	ProfileSRIOVVF:         {build: sriovVF},
 }
 
 // Profiles lists the known profiles (without the empty one), sorted.

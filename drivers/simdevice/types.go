@@ -65,6 +65,8 @@ const (
 	ProfileAMDGPUCPX Profile = "amd-gpu-cpx"
 	// Google TPU driver (tpu.google.com): a TPU v6e host with 8 chips per node.
 	ProfileGoogleTPU Profile = "google-tpu"
+	// SR-IOV network driver (sriovnetwork.k8snetworkplumbingwg.io): 8 virtual functions per NIC port.
+	ProfileSRIOVVF Profile = "sriov-vf"
 	// DRAForge-made shapes, not mirroring a driver.
 	ProfileMellanoxNIC Profile = "mellanox-nic"
 	ProfileGeneric     Profile = "generic"
