@@ -84,13 +84,14 @@ func (p *Pool) Targets(node *corev1.Node) bool {
 // generation max(stored)+1; when everything is equal and the stored slices agree on one
 // generation, it writes nothing.
 //
-// Faults (spec.faults, applied to the named device on the given node or on all nodes):
+// Faults (spec.faults, applied to the named physical device on the given node or on all nodes;
+// with a profile that publishes partitions, to every device made of it):
 //   - unhealthy: the device gets the taint draforge.oaslananka/unhealthy=true:NoSchedule.
 //   - capacity-exhausted: the device gets draforge.oaslananka/capacity-exhausted=true:NoSchedule.
 //     A taint, not a zero capacity, because the allocator only accounts capacity consumption
 //     for devices with allowMultipleAllocations; a NoSchedule taint makes the real allocator
 //     (DRADeviceTaints, on by default) refuse the device unless a claim tolerates the taint.
-//   - disappear: the device is left out of the slice.
+//   - disappear: the device is left out of the slices, with its counter sets.
 //   - healthy: no change (useful to document intent).
 func DesiredSlices(pool *Pool, nodes []*corev1.Node) ([]*resourcev1.ResourceSlice, error) {
 	if pool == nil {
