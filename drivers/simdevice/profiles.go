@@ -198,9 +198,9 @@ func (p *Pool) physicalDevices(node string, i int) ([]resourcev1.Device, []resou
 	for j := range devs {
 		d := &devs[j]
 		d.Attributes, d.Capacity = s.qualifyAll(d.Attributes, d.Capacity)
-		if def.builtins {
-			d.Attributes[s.qualify(AttrDeviceType)] = str(s.DeviceType)
-			d.Attributes[s.qualify(AttrIndex)] = integer(int64(i))
+		if def.builtins { // in the driver's own domain: unqualified
+			d.Attributes[AttrDeviceType] = str(s.DeviceType)
+			d.Attributes[AttrIndex] = integer(int64(i))
 		}
 		for k, v := range s.Attributes {
 			d.Attributes[s.qualify(k)] = resourcev1.DeviceAttribute{
@@ -217,15 +217,74 @@ func (p *Pool) physicalDevices(node string, i int) ([]resourcev1.Device, []resou
 	return devs, counters
 }
 
-// attributeAndCapacityCount is the largest number of attributes plus capacities of one device.
-func attributeAndCapacityCount(s *PoolSpec) int {
-	if _, ok := profiles[s.Profile]; !ok {
-		return 0 // reported as an unknown profile
+// ProfileShape returns the attribute and capacity names a profile publishes, as written before
+// qualifying (own domain unqualified, other domains qualified), over all the devices it makes
+// (a GPU and its partitions), and whether the built-in deviceType and index are added. The
+// schema generator writes the CRD's and CUE's per-device limit from it.
+func ProfileShape(p Profile) (attributes, capacities []string, builtins bool) {
+	def, ok := profiles[p]
+	if !ok {
+		return nil, nil, false
 	}
-	devs, _ := (&Pool{Spec: *s}).physicalDevices("", 0)
-	n := 0
+	a, c := map[string]bool{}, map[string]bool{}
+	devs, _ := def.build(physical{spec: &PoolSpec{DeviceType: "x", DeviceCount: 1}})
 	for _, d := range devs {
-		n = max(n, len(d.Attributes)+len(d.Capacity))
+		for k := range d.Attributes {
+			a[string(k)] = true
+		}
+		for k := range d.Capacity {
+			c[string(k)] = true
+		}
+	}
+	return slices.Sorted(maps.Keys(a)), slices.Sorted(maps.Keys(c)), def.builtins
+}
+
+// profileAttributes and profileCapacities give ProfileShape's names as maps.
+func profileAttributes(p Profile, _ string, _ int) map[string]resourcev1.DeviceAttribute {
+	a, _, _ := ProfileShape(p)
+	out := map[string]resourcev1.DeviceAttribute{}
+	for _, n := range a {
+		out[n] = resourcev1.DeviceAttribute{}
+	}
+	return out
+}
+
+func profileCapacities(p Profile) map[string]resource.Quantity {
+	_, c, _ := ProfileShape(p)
+	out := map[string]resource.Quantity{}
+	for _, n := range c {
+		out[n] = resource.Quantity{}
+	}
+	return out
+}
+
+// attributeAndCapacityCount bounds the attributes plus capacities of one device: the built-ins
+// not replaced by a spec attribute of the driver's domain, the union of the profile's and the
+// spec's attribute names, and the same for capacities. The union over all the profile's devices
+// makes it an upper bound, which CEL in the CRD can compute the same way.
+func attributeAndCapacityCount(s *PoolSpec) int {
+	pa, pc, builtins := ProfileShape(s.Profile)
+	attrs, caps := map[string]bool{}, map[string]bool{}
+	for _, n := range pa {
+		attrs[n] = true
+	}
+	for _, n := range pc {
+		caps[n] = true
+	}
+	for n := range s.Attributes {
+		attrs[n] = true
+	}
+	for n := range s.Capacities {
+		caps[n] = true
+	}
+	n := len(attrs) + len(caps)
+	if builtins {
+		for _, b := range []string{AttrDeviceType, AttrIndex} {
+			// A spec attribute of that name replaces the built-in only in the driver's domain.
+			if !attrs[b] || s.AttributeDomain != s.DriverName {
+				n++
+			}
+		}
 	}
 	return n
 }
