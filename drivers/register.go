@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/dynamic-resource-allocation/structured"
 
 	"github.com/draforge/draforge/drivers/claims"
 	"github.com/draforge/draforge/drivers/compactslice"
@@ -25,6 +26,9 @@ type Deps struct {
 	Informers *engine.Informers
 	Metrics   prometheus.Registerer
 	Log       zerolog.Logger
+	// AllocatorFeatures are the structured allocator's features (nil: kube-scheduler's defaults
+	// for Kubernetes 1.37, see drivers/featuregates).
+	AllocatorFeatures *structured.Features
 }
 
 // Set is the registered drivers, for callers that read their state (explain, serve).
@@ -38,7 +42,7 @@ type Set struct {
 // Register registers every driver's functions in reg.
 func Register(reg *engine.Registry, d Deps) (*Set, error) {
 	CacheTyped(d.Informers)
-	c, err := claims.Register(reg, d.Informers, d.Kube, d.Metrics)
+	c, err := claims.Register(reg, d.Informers, d.Kube, d.Metrics, d.AllocatorFeatures)
 	if err != nil {
 		return nil, err
 	}

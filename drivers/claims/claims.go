@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/dynamic-resource-allocation/structured"
 
 	"github.com/draforge/draforge/drivers/allocator"
 	"github.com/draforge/draforge/engine"
@@ -38,10 +39,11 @@ type Driver struct {
 	allocated prometheus.Counter
 }
 
-// Register feeds the allocator from inf and registers the driver's functions in reg.
-func Register(reg *engine.Registry, inf *engine.Informers, kube kubernetes.Interface, metrics prometheus.Registerer) (*Driver, error) {
+// Register feeds the allocator from inf and registers the driver's functions in reg. features
+// are the allocator's (nil: allocator.DefaultFeatures, kube-scheduler's 1.37 defaults).
+func Register(reg *engine.Registry, inf *engine.Informers, kube kubernetes.Interface, metrics prometheus.Registerer, features *structured.Features) (*Driver, error) {
 	d := &Driver{
-		Allocator: allocator.New(allocator.Options{}),
+		Allocator: allocator.New(allocator.Options{Features: features}),
 		Pods:      allocator.NewPodIndex(),
 		kube:      kube,
 		allocated: prometheus.NewCounter(prometheus.CounterOpts{Name: "draforge_controller_allocations_total",

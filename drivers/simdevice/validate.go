@@ -41,10 +41,8 @@ func (p *Pool) Validate() []error {
 		errs = append(errs, field.Invalid(sp.Child("deviceCount"), s.DeviceCount, fmt.Sprintf("must be between 1 and %d (devices per node)", MaxDeviceCount)))
 	}
 	errs = append(errs, dnsName(sp.Child("deviceType"), s.DeviceType, maxDeviceTypeLength, true)...)
-	switch s.Profile {
-	case "", ProfileNvidiaGPU, ProfileMellanoxNIC, ProfileGeneric:
-	default:
-		errs = append(errs, field.NotSupported(sp.Child("profile"), s.Profile, []Profile{ProfileNvidiaGPU, ProfileMellanoxNIC, ProfileGeneric}))
+	if _, ok := profiles[s.Profile]; !ok {
+		errs = append(errs, field.NotSupported(sp.Child("profile"), s.Profile, Profiles()))
 	}
 
 	if len(s.NodeSelector) == 0 && len(s.TargetNodes) == 0 {
