@@ -3,6 +3,7 @@ package simdevice
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -60,10 +61,8 @@ func (p *Pool) Validate() []error {
 		errs = append(errs, field.Invalid(sp.Child("deviceCount"), s.DeviceCount, fmt.Sprintf("must be between 1 and %d (devices per node)", MaxDeviceCount)))
 	}
 	errs = append(errs, dnsName(sp.Child("deviceType"), s.DeviceType, maxDeviceTypeLength, true)...)
-	switch s.Profile {
-	case "", ProfileNvidiaGPU, ProfileMellanoxNIC, ProfileGeneric:
-	default:
-		errs = append(errs, field.NotSupported(sp.Child("profile"), s.Profile, []Profile{ProfileNvidiaGPU, ProfileMellanoxNIC, ProfileGeneric}))
+	if s.Profile != "" && !slices.Contains(KnownProfiles, s.Profile) {
+		errs = append(errs, field.NotSupported(sp.Child("profile"), s.Profile, KnownProfiles))
 	}
 
 	errs = append(errs, tooMany(sp.Child("nodeSelector"), len(s.NodeSelector), maxNodeSelector)...)
