@@ -12,11 +12,13 @@ package sdpparity
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -250,4 +252,36 @@ func or(s, def string) string {
 		return def
 	}
 	return s
+}
+
+// CUEVet is the verdict of the real `cue vet -c -d '#Document' ./schemas` command (cueBin, the
+// binary `go tool -n cue` names) on the document alone, run in the repository root: its
+// messages when it exits 1, none when it exits 0.
+func (d Doc) CUEVet(ctx context.Context, cueBin, root string) ([]string, error) {
+	raw, err := json.Marshal(d.Object) // JSON is YAML
+	if err != nil {
+		return nil, err
+	}
+	f, err := os.CreateTemp("", "sdp-*.yaml")
+	if err != nil {
+		return nil, err
+	}
+	defer os.Remove(f.Name())
+	if _, err := f.Write(raw); err != nil {
+		return nil, err
+	}
+	if err := f.Close(); err != nil {
+		return nil, err
+	}
+	cmd := exec.CommandContext(ctx, cueBin, "vet", "-c", "-d", "#Document", "./schemas", f.Name())
+	cmd.Dir = root
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+		return nil, nil
+	case errors.As(err, &exit) && exit.ExitCode() == 1:
+		return []string{strings.TrimSpace(string(out))}, nil
+	}
+	return nil, fmt.Errorf("cue vet %s: %w: %s", d.Name, err, out)
 }
