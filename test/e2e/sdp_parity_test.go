@@ -2,7 +2,9 @@ package e2e
 
 import (
 	"errors"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -10,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
 
 	"github.com/draforge/draforge/drivers/gvr"
 	"github.com/draforge/draforge/test/sdpparity"
@@ -51,7 +54,7 @@ func TestSDPSchemaParity(t *testing.T) {
 	if err := errors.Join(vetErrs...); err != nil {
 		t.Fatal(err)
 	}
-	mismatches := 0
+	mismatches, seen := 0, ""
 	for i, d := range docs {
 		u := &unstructured.Unstructured{Object: d.InNamespace(e.Namespace)}
 		var apiMsgs []string
@@ -60,6 +63,7 @@ func TestSDPSchemaParity(t *testing.T) {
 		case err == nil:
 		case apierrors.IsInvalid(err) || apierrors.IsBadRequest(err):
 			apiMsgs = append(apiMsgs, apiMessages(err)...)
+			seen += strings.Join(apiMsgs, "\n") + "\n"
 		default:
 			t.Fatalf("%s: dry-run create: %v", d.Name, err) // not a verdict: the cluster failed
 		}
@@ -71,6 +75,53 @@ func TestSDPSchemaParity(t *testing.T) {
 		}
 	}
 	t.Logf("%d documents, %d mismatches", len(docs), mismatches)
+
+	// The corpus exercises every CEL rule of the CRD and every constrained spec field.
+	crd, err := os.ReadFile(filepath.Join(repoRoot(), "deploy", "crds", "simulateddevicepool-crd.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]any
+	if err := yaml.Unmarshal(crd, &doc); err != nil {
+		t.Fatal(err)
+	}
+	versions, _ := doc["spec"].(map[string]any)["versions"].([]any)
+	root := versions[0].(map[string]any)["schema"].(map[string]any)["openAPIV3Schema"].(map[string]any)
+	checked := 0
+	var walk func(path string, s map[string]any)
+	walk = func(path string, s map[string]any) {
+		rules, _ := s["x-kubernetes-validations"].([]any)
+		for _, r := range rules {
+			checked++
+			if msg := r.(map[string]any)["message"].(string); !strings.Contains(seen, msg) {
+				t.Errorf("no corpus document breaks the rule of %s: %q", path, msg)
+			}
+		}
+		props, _ := s["properties"].(map[string]any)
+		for name, p := range props {
+			p := p.(map[string]any)
+			if strings.HasPrefix(path, "spec") || name == "spec" {
+				walk(strings.TrimPrefix(path+"."+name, "."), p)
+			}
+			if path == "spec" {
+				checked++
+			}
+			if path == "spec" && !strings.Contains(seen, "spec."+name) {
+				t.Errorf("no corpus document is rejected at spec.%s", name)
+			}
+		}
+		if p, ok := s["additionalProperties"].(map[string]any); ok {
+			walk(path+"[*]", p)
+		}
+		if p, ok := s["items"].(map[string]any); ok {
+			walk(path+"[*]", p)
+		}
+	}
+	walk("", root)
+	t.Logf("checked that the corpus breaks each of %d CEL rules and spec fields of the CRD", checked)
+	if checked < 25 {
+		t.Errorf("checked only %d rules and fields of the CRD; did its layout change?", checked)
+	}
 }
 
 // cueBinary is the cue command pinned in go.mod (`go tool cue`), built once by the go command.
