@@ -23,7 +23,8 @@ func FromUnstructured(u *unstructured.Unstructured) (*Pool, error) {
 }
 
 // FromUnstructuredStrict decodes a document the way the API server reads a create request
-// with fieldValidation=Strict (kubectl's default): unknown and duplicate fields, values of the
+// with fieldValidation=Strict (kubectl's default): null fields are dropped (the API server
+// prunes nulls it does not declare nullable), and unknown and duplicate fields, values of the
 // wrong JSON type and fields present but empty where the CRD has a default or an enum are
 // errors, each positioned at its field (*field.Error, or a strict decoding error naming the
 // field). The pool is returned defaulted when it decoded; call Validate for the spec rules.
@@ -38,7 +39,13 @@ func decode(u *unstructured.Unstructured, strict bool) (*Pool, []error) {
 	if gv, k := u.GetAPIVersion(), u.GetKind(); gv != Group+"/"+Version || k != Kind {
 		return nil, []error{fmt.Errorf("expected %s/%s %s, got %q %q", Group, Version, Kind, gv, k)}
 	}
-	raw, err := json.Marshal(u.Object)
+	obj := u.Object
+	if strict {
+		// The API server drops null object fields the schema does not declare nullable
+		// (none of ours) before it validates, so a null field is a missing one.
+		obj = withoutNulls(obj)
+	}
+	raw, err := json.Marshal(obj)
 	if err != nil {
 		return nil, []error{fmt.Errorf("encode %s: %w", u.GetName(), err)}
 	}
@@ -54,7 +61,7 @@ func decode(u *unstructured.Unstructured, strict bool) (*Pool, []error) {
 	if err != nil {
 		return nil, []error{fmt.Errorf("decode %s/%s: %w", u.GetNamespace(), u.GetName(), err)}
 	}
-	if errs := append(strictErrs, rawSpecErrors(u.Object)...); len(errs) > 0 {
+	if errs := append(strictErrs, rawSpecErrors(obj)...); len(errs) > 0 {
 		return nil, errs
 	}
 	p.Default()
@@ -106,6 +113,32 @@ func rawSpecErrors(obj map[string]any) []error {
 		}
 	}
 	return errs
+}
+
+// withoutNulls copies obj without its null-valued object fields, at every depth (list items
+// stay), as apiextensions-apiserver's pruning of non-nullable nulls does.
+func withoutNulls(obj map[string]any) map[string]any {
+	var clean func(v any) any
+	clean = func(v any) any {
+		switch v := v.(type) {
+		case map[string]any:
+			out := make(map[string]any, len(v))
+			for k, x := range v {
+				if x != nil {
+					out[k] = clean(x)
+				}
+			}
+			return out
+		case []any:
+			out := make([]any, len(v))
+			for i, x := range v {
+				out[i] = clean(x)
+			}
+			return out
+		}
+		return v
+	}
+	return clean(obj).(map[string]any)
 }
 
 // Default fills in the fields the CRD (or the controller) defaults.

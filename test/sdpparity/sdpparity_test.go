@@ -1,6 +1,7 @@
 package sdpparity
 
 import (
+	"strings"
 	"testing"
 )
 
@@ -32,4 +33,31 @@ func TestCorpusGoAndCUEAgree(t *testing.T) {
 		}
 	}
 	t.Logf("%d documents: %d valid, %d invalid", len(docs), valid, invalid)
+}
+
+// TestMismatch: a side that differs from the expectation (or, without one, from the others)
+// is reported with every side's messages; a CUE exception binds only the CUE sides.
+func TestMismatch(t *testing.T) {
+	valid, invalid := []string(nil), []string{"spec.x: bad"}
+	d := Doc{Name: "c", File: "f.yaml", Line: 3, Want: Valid}
+	if m := Mismatch(d, Side{"api-server", valid}, Side{"cue", valid}, Side{"go", valid}); m != "" {
+		t.Errorf("agreement reported: %s", m)
+	}
+	m := Mismatch(d, Side{"api-server", valid}, Side{"cue", valid}, Side{"go", invalid})
+	if !strings.Contains(m, "c (f.yaml:3), expected valid") || !strings.Contains(m, "spec.x: bad") {
+		t.Errorf("mismatch report: %q", m)
+	}
+	if Mismatch(d, Side{"api-server", invalid}, Side{"cue", invalid}, Side{"go", invalid}) == "" {
+		t.Error("all sides agreeing against the expectation must be reported")
+	}
+	d.WantCUE = Invalid
+	if m := Mismatch(d, Side{"api-server", valid}, Side{"cue vet", invalid}, Side{"go", valid}); m != "" {
+		t.Errorf("documented CUE exception reported: %s", m)
+	}
+	if Mismatch(d, Side{"api-server", valid}, Side{"cue vet", valid}, Side{"go", valid}) == "" {
+		t.Error("CUE no longer matching its documented exception must be reported")
+	}
+	if Mismatch(Doc{}, Side{"a", valid}, Side{"b", invalid}) == "" {
+		t.Error("without an expectation, disagreement must be reported")
+	}
 }
