@@ -52,7 +52,7 @@ type Doc struct {
 	Want string
 	// WantCUE, when set, is a documented exception: the CUE schema's expected verdict where
 	// it deliberately differs from the API server's (explicit nulls, which the API server
-	// drops and CUE rejects).
+	// drops, and integral floats such as 3.0, which it takes for integers; CUE rejects both).
 	WantCUE string
 	// Object is the document as JSON-compatible data.
 	Object map[string]any
@@ -280,7 +280,7 @@ func or(s, def string) string {
 // binary `go tool -n cue` names) on the document alone, run in the repository root: its
 // messages when it exits 1, none when it exits 0.
 func (d Doc) CUEVet(ctx context.Context, cueBin, root string) ([]string, error) {
-	raw, err := json.Marshal(d.Object) // JSON is YAML
+	raw, err := cueyaml.Encode(d.cue) // keeps what the document wrote: 3.0 stays a float
 	if err != nil {
 		return nil, err
 	}
