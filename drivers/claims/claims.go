@@ -13,22 +13,13 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/dynamic-resource-allocation/structured"
 
 	"github.com/draforge/draforge/drivers/allocator"
+	"github.com/draforge/draforge/drivers/gvr"
 	"github.com/draforge/draforge/engine"
-)
-
-// GVRs the driver reads.
-var (
-	SlicesGVR  = schema.GroupVersionResource{Group: "resource.k8s.io", Version: "v1", Resource: "resourceslices"}
-	ClassesGVR = schema.GroupVersionResource{Group: "resource.k8s.io", Version: "v1", Resource: "deviceclasses"}
-	ClaimsGVR  = schema.GroupVersionResource{Group: "resource.k8s.io", Version: "v1", Resource: "resourceclaims"}
-	NodesGVR   = schema.GroupVersionResource{Version: "v1", Resource: "nodes"}
-	PodsGVR    = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
 )
 
 // Driver allocates claims the scheduler will not handle.
@@ -55,11 +46,11 @@ func Register(reg *engine.Registry, inf *engine.Informers, kube kubernetes.Inter
 		}
 	}
 	a := d.Allocator
-	engine.Feed(inf, SlicesGVR, a.UpsertSlice, a.DeleteSlice)
-	engine.Feed(inf, ClassesGVR, a.UpsertClass, a.DeleteClass)
-	engine.Feed(inf, ClaimsGVR, a.UpsertClaim, a.DeleteClaim)
-	engine.Feed(inf, NodesGVR, a.UpsertNode, a.DeleteNode)
-	engine.Feed(inf, PodsGVR, d.Pods.Upsert, d.Pods.Delete)
+	engine.Feed(inf, gvr.ResourceSlices, a.UpsertSlice, a.DeleteSlice)
+	engine.Feed(inf, gvr.DeviceClasses, a.UpsertClass, a.DeleteClass)
+	engine.Feed(inf, gvr.ResourceClaims, a.UpsertClaim, a.DeleteClaim)
+	engine.Feed(inf, gvr.Nodes, a.UpsertNode, a.DeleteNode)
+	engine.Feed(inf, gvr.Pods, d.Pods.Upsert, d.Pods.Delete)
 	reg.Observation("claimNeedsSimulatedAllocation", d.needsAllocation)
 	reg.Action("allocateClaim", d.allocate)
 	reg.Mapper("podClaims", podClaims)

@@ -24,7 +24,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/draforge/draforge/drivers/claims"
+	"github.com/draforge/draforge/drivers/gvr"
 	"github.com/draforge/draforge/drivers/simdevice"
 	"github.com/draforge/draforge/engine"
 )
@@ -57,8 +57,8 @@ type Driver struct {
 
 // Register adds the driver's indexes to the informers and its functions to reg.
 func Register(reg *engine.Registry, inf *engine.Informers, kube kubernetes.Interface, dyn dynamic.Interface) (*Driver, error) {
-	d := &Driver{kube: kube, dyn: dyn, inf: inf, pools: inf.For(simdevice.GVR), slices: inf.For(claims.SlicesGVR),
-		nodes: inf.For(claims.NodesGVR), crds: inf.ForName(CRDGVR, CRDName), now: time.Now, expect: map[string]uint64{}}
+	d := &Driver{kube: kube, dyn: dyn, inf: inf, pools: inf.For(gvr.SimulatedDevicePools), slices: inf.For(gvr.ResourceSlices),
+		nodes: inf.For(gvr.Nodes), crds: inf.ForName(gvr.CustomResourceDefinitions, gvr.SimulatedDevicePoolCRD), now: time.Now, expect: map[string]uint64{}}
 	if err := d.slices.AddIndexers(cache.Indexers{
 		byUID: labelIndex(func(l map[string]string) string { return l[simdevice.LabelSDPUID] }),
 		byOwner: labelIndex(func(l map[string]string) string {
@@ -421,7 +421,7 @@ func (d *Driver) patchFinalizers(ctx context.Context, obj *unstructured.Unstruct
 	if err != nil {
 		return err
 	}
-	out, err := d.dyn.Resource(simdevice.GVR).Namespace(obj.GetNamespace()).Patch(ctx, obj.GetName(), types.MergePatchType, body, metav1.PatchOptions{})
+	out, err := d.dyn.Resource(gvr.SimulatedDevicePools).Namespace(obj.GetNamespace()).Patch(ctx, obj.GetName(), types.MergePatchType, body, metav1.PatchOptions{})
 	if apierrors.IsNotFound(err) && obj.GetDeletionTimestamp() != nil {
 		// An earlier pass already let it go; the cache had not seen the deletion yet.
 		return nil

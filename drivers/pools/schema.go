@@ -7,8 +7,9 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/draforge/draforge/drivers/gvr"
 )
 
 // Schema skew: the controller reads the installed SimulatedDevicePool CRD and compares its
@@ -17,8 +18,6 @@ import (
 // SchemaPredatesController while Ready stays as it is; a current (or newer, additive) CRD
 // shows Degraded=False SchemaCurrent.
 const (
-	// CRDName is the SimulatedDevicePool CRD, the one CRD the controller may read.
-	CRDName = "simulateddevicepools.draforge.oaslananka"
 	// SchemaAnnotation carries the CRD's schema version, a decimal integer. A CRD without it is
 	// version 0.
 	SchemaAnnotation = "draforge.oaslananka/schema-version"
@@ -31,16 +30,13 @@ const (
 	schemaConditionNowFormat = "2006-01-02T15:04:05Z"
 )
 
-// CRDGVR is the resource of CustomResourceDefinitions.
-var CRDGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
-
 // installedSchema returns the schema version of the installed CRD from the cache: 0 when the
 // CRD or its annotation is missing or unreadable.
 func installedSchema(crds cache.SharedIndexInformer) int {
 	if crds == nil {
 		return 0
 	}
-	o, ok, _ := crds.GetStore().GetByKey(CRDName)
+	o, ok, _ := crds.GetStore().GetByKey(gvr.SimulatedDevicePoolCRD)
 	if !ok {
 		return 0
 	}
@@ -61,10 +57,10 @@ func (d *Driver) schemaCondition(obj *unstructured.Unstructured) map[string]any 
 	c := map[string]any{"type": ConditionDegraded, "observedGeneration": obj.GetGeneration()}
 	if have < SchemaVersion {
 		c["status"], c["reason"] = string(metav1.ConditionTrue), ReasonSchemaPredates
-		c["message"] = fmt.Sprintf("the installed CRD %s has schema version %d, this controller needs %d: apply the CRDs of this release (deploy/crds)", CRDName, have, SchemaVersion)
+		c["message"] = fmt.Sprintf("the installed CRD %s has schema version %d, this controller needs %d: apply the CRDs of this release (deploy/crds)", gvr.SimulatedDevicePoolCRD, have, SchemaVersion)
 	} else {
 		c["status"], c["reason"] = string(metav1.ConditionFalse), ReasonSchemaCurrent
-		c["message"] = fmt.Sprintf("the installed CRD %s has schema version %d (this controller needs %d)", CRDName, have, SchemaVersion)
+		c["message"] = fmt.Sprintf("the installed CRD %s has schema version %d (this controller needs %d)", gvr.SimulatedDevicePoolCRD, have, SchemaVersion)
 	}
 	return c
 }

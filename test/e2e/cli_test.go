@@ -15,6 +15,7 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/draforge/draforge/drivers/gvr"
 	"github.com/draforge/draforge/drivers/simdevice"
 )
 
@@ -92,7 +93,7 @@ func publish(t *testing.T, e *env, p *simdevice.Pool, nodes []*corev1.Node) []*r
 
 func getPool(t *testing.T, e *env, ns, name string) *simdevice.Pool {
 	t.Helper()
-	u, err := e.Dynamic.Resource(simdevice.GVR).Namespace(ns).Get(t.Context(), name, metav1.GetOptions{})
+	u, err := e.Dynamic.Resource(gvr.SimulatedDevicePools).Namespace(ns).Get(t.Context(), name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
