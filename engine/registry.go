@@ -73,4 +73,3 @@ func keys[F any](m map[string]F) []string {
 
 // mapperName strips the "driver:" prefix of a trigger's map.
 func mapperName(m string) (string, bool) { return strings.CutPrefix(m, "driver:") }
-

@@ -11,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
-
 )
 
 // setConditions makes obj's conditions conds (the target state's, rendered), keeping
@@ -123,4 +122,3 @@ func normalize(m map[string]any) any {
 	_ = json.Unmarshal(b, &out)
 	return out
 }
-

@@ -46,7 +46,7 @@ type Driver struct {
 	pools  cache.SharedIndexInformer
 	slices cache.SharedIndexInformer
 	nodes  cache.SharedIndexInformer
-	now  func() time.Time
+	now    func() time.Time
 	// expect holds, per slice name, the resourceVersion of our last write (0 for a delete)
 	// until the slice cache shows it, so a pass never plans on a cache that lags our writes.
 	expectMu sync.Mutex

@@ -84,9 +84,9 @@ type loader struct {
 	// bctx and schemaInst resolve machine files' import of the schemas package.
 	bctx       *build.Context
 	schemaInst *build.Instance
-	known  struct{ actions, observations, mappers map[string]bool }
-	seen   map[string]token.Pos // machine name → where first defined
-	errs   Errors
+	known      struct{ actions, observations, mappers map[string]bool }
+	seen       map[string]token.Pos // machine name → where first defined
+	errs       Errors
 }
 
 // load is Load with prefix joined to file names in messages and Machine.Source.
@@ -316,8 +316,11 @@ type spec struct {
 		RequeueAfter string
 		On           []specTransition
 	}
-	Initial       string
-	Derive        []struct{ State string; When specTest }
+	Initial string
+	Derive  []struct {
+		State string
+		When  specTest
+	}
 	AnyState      []specTransition
 	Outcomes      map[string]struct{ To string }
 	TerminalState string

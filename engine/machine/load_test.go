@@ -180,7 +180,7 @@ func TestMutations(t *testing.T) {
 		{"underivable target", `{state: "blocked", when:`, `{state: "blockedx", when:`,
 			`state "blocked" is not recognised by any derive rule (nor initial)`},
 		{"unknown related", `of: "crd"`, `of: "crds"`, `unknown related object "crds"`},
-		} {
+	} {
 		t.Run(tc.name, func(t *testing.T) {
 			mutated := strings.Replace(string(src), tc.old, tc.new, 1)
 			if mutated == string(src) {
