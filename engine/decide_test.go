@@ -396,7 +396,10 @@ func TestStepFiresThroughFSM(t *testing.T) {
 		t.Errorf("conflict: outcome %s class %s to %s, status %v", st.Outcome, st.Class, st.To, obj.Object["status"])
 	}
 	// Blocked with a mapped reason: the state outcomes names, its message from .outcome.
-	obj = job(func(o map[string]any) { o["spec"].(map[string]any)["mode"] = "claim"; o["metadata"].(map[string]any)["labels"] = nil })
+	obj = job(func(o map[string]any) {
+		o["spec"].(map[string]any)["mode"] = "claim"
+		o["metadata"].(map[string]any)["labels"] = nil
+	})
 	st, _ = run(obj, map[string]error{"claim": Blockedf("Taken", "held by %s", "other")}, &fakeFacts{related: lease})
 	if st.Outcome != Done || st.To != "taken" || readyOf(obj)["message"] != "held by other" {
 		t.Errorf("blocked: outcome %s to %s ready %v", st.Outcome, st.To, readyOf(obj))
