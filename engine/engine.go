@@ -117,12 +117,7 @@ func (e *Engine) State(ctx context.Context, machineName, key string) (string, er
 	if err != nil || !exists {
 		return "", fmt.Errorf("%s %s: %w", machineName, key, ErrObjectNotFound)
 	}
-	u := obj.(*unstructured.Unstructured)
-	st := Decide(r.m, r.input(ctx, u))
-	if st.Err != nil && st.Outcome != Wait {
-		return st.From, st.Err
-	}
-	return st.From, nil
+	return Derive(r.m, r.input(ctx, obj.(*unstructured.Unstructured)))
 }
 
 // input is what Decide needs for obj (a private copy or a cached object it must not change).
