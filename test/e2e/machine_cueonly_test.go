@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
 	"testing"
@@ -9,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 )
 
 // TestMachineCUEOnly runs a machine written only in CUE (testdata/cueonly/ticker.cue, loaded
@@ -98,6 +100,55 @@ func TestMachineCUEOnly(t *testing.T) {
 		_, err := leases.Get(ctx, cm.Name, metav1.GetOptions{})
 		return err == nil, fmt.Sprintf("lease after delete: %v", err)
 	})
+
+	// The beacon machine patches a Node's status (a resource the drivers cache typed and
+	// pruned) with a template: Ready's heartbeat advances, the other conditions stay.
+	nodes := e.Kube.CoreV1().Nodes()
+	node, err := nodes.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "beacon-" + e.Namespace,
+		Labels: map[string]string{"e2e.draforge.oaslananka/beacon": "true"}}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = nodes.Delete(context.Background(), node.Name, metav1.DeleteOptions{}) })
+	// The machine may already have written Ready: add MemoryPressure beside it.
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		n, err := nodes.Get(ctx, node.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		n.Status.Conditions = append(n.Status.Conditions, corev1.NodeCondition{Type: corev1.NodeMemoryPressure, Status: corev1.ConditionFalse,
+			Reason: "KubeletHasSufficientMemory", LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()})
+		_, err = nodes.UpdateStatus(ctx, n, metav1.UpdateOptions{})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var beats []time.Time
+	eventually(t, 15*time.Second, func() (bool, string) {
+		n, err := nodes.Get(ctx, node.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		var ready, memory *corev1.NodeCondition
+		for i, c := range n.Status.Conditions {
+			switch c.Type {
+			case corev1.NodeReady:
+				ready = &n.Status.Conditions[i]
+			case corev1.NodeMemoryPressure:
+				memory = &n.Status.Conditions[i]
+			}
+		}
+		if ready == nil || memory == nil || ready.Status != corev1.ConditionTrue || ready.Reason != "KubeletReady" {
+			return false, fmt.Sprintf("conditions %+v", n.Status.Conditions)
+		}
+		if len(beats) == 0 || !ready.LastHeartbeatTime.Time.Equal(beats[len(beats)-1]) {
+			beats = append(beats, ready.LastHeartbeatTime.Time)
+		}
+		return len(beats) >= 3, fmt.Sprintf("heartbeats seen %v", beats)
+	})
+	if d := beats[2].Sub(beats[1]); d < time.Second || d > 6*time.Second {
+		t.Errorf("heartbeat interval %s, want about 2s", d)
+	}
 
 	// The selector keeps the machine off unlabelled ConfigMaps.
 	got, err := cms.Get(ctx, other.Name, metav1.GetOptions{})
