@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 )
 
@@ -99,6 +100,15 @@ func TestMachineCUEOnly(t *testing.T) {
 	eventually(t, 10*time.Second, func() (bool, string) {
 		_, err := leases.Get(ctx, cm.Name, metav1.GetOptions{})
 		return err == nil, fmt.Sprintf("lease after delete: %v", err)
+	})
+
+	// The expire annotation makes the machine delete the ConfigMap.
+	if _, err := cms.Patch(ctx, cm.Name, types.MergePatchType, []byte(`{"metadata":{"annotations":{"e2e.draforge.oaslananka/expire":"now"}}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, func() (bool, string) {
+		_, err := cms.Get(ctx, cm.Name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), fmt.Sprintf("after expire: %v", err)
 	})
 
 	// The beacon machine patches a Node's status (a resource the drivers cache typed and
