@@ -479,13 +479,15 @@ func (r *runner) sync(ctx context.Context, key string) (Step, *unstructured.Unst
 	obj := u.DeepCopy()
 	in := r.input(ctx, obj)
 	st := r.step(ctx, in)
-	if st.Outcome == Retry || st.Outcome == Terminal {
-		return st, obj
-	}
 	// Actions that wrote the object itself (finalizers, metadata) hand back its new
 	// resourceVersion: wait for the cache to show it before deciding anything else.
 	if rv := obj.GetResourceVersion(); rv != u.GetResourceVersion() {
 		r.expect(obj, rv)
+	}
+	if st.Outcome != Done {
+		// Pending, blocked without a mapping, retry, terminal: what the actions left in
+		// memory is not written.
+		return st, obj
 	}
 	if err := r.writeStatus(ctx, obj, statusOf(u)); err != nil {
 		// An action that removed the last finalizer of a deleting object made it go away.
