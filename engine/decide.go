@@ -172,6 +172,7 @@ func RenderConditions(m *machine.Machine, state string, in Input, b *BlockedErro
 	}
 	ev := evaluator{m: m, in: in}
 	var out []Condition
+	var data map[string]any // built once, on the first message that is a template
 	seen := map[string]bool{}
 	for _, c := range m.States[state].Conditions {
 		if seen[c.Type] {
@@ -190,7 +191,10 @@ func RenderConditions(m *machine.Machine, state string, in Input, b *BlockedErro
 		msg := ""
 		if !c.Message.IsZero() {
 			var err error
-			if msg, err = c.Message.RenderString(TemplateData(m, in, b)); err != nil {
+			if data == nil && !c.Message.IsLiteral() {
+				data = TemplateData(m, in, b)
+			}
+			if msg, err = c.Message.RenderString(data); err != nil {
 				return nil, fmt.Errorf("condition %s message: %w", c.Type, err)
 			}
 		}

@@ -9,6 +9,7 @@ import (
 	"path"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 
 	"cuelang.org/go/cue"
@@ -173,6 +174,11 @@ func (l *loader) build(f *ast.File) (cue.Value, error) {
 		bad.Err = cueerrors.Newf(pos, "machine files may import only %q", SchemaImport)
 		return bad
 	})
+	for spec := range f.ImportSpecs() {
+		if path, _ := strconv.Unquote(spec.Path.Value); path != SchemaImport {
+			return cue.Value{}, cueerrors.Newf(spec.Path.Pos(), "import %s: machine files may import only %q", spec.Path.Value, SchemaImport)
+		}
+	}
 	unbind(f)
 	if err := inst.AddSyntax(f); err != nil {
 		return cue.Value{}, err
