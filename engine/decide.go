@@ -50,7 +50,7 @@ type Step struct {
 	// Transition is the transition that fires; nil when none does.
 	Transition *machine.Transition
 	// Conditions are the target state's conditions, rendered (nil when the machine does not
-	// own conditions or the state is terminal).
+	// own conditions or the object rests in a terminal state: nothing is written then).
 	Conditions []Condition
 	Outcome    Outcome
 	// RequeueAfter re-checks the key (the state's requeueAfter or the nearest timer).
@@ -167,7 +167,7 @@ func BlockedStep(m *machine.Machine, st Step, b *BlockedError, in Input) Step {
 
 // RenderConditions renders state's conditions: per type the first entry whose when holds.
 func RenderConditions(m *machine.Machine, state string, in Input, b *BlockedError) ([]Condition, error) {
-	if !m.Status.Conditions || m.States[state].Terminal {
+	if !m.Status.Conditions {
 		return nil, nil
 	}
 	ev := evaluator{m: m, in: in}

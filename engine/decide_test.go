@@ -319,7 +319,7 @@ func TestDecideTimers(t *testing.T) {
 	if st.Transition != nil || st.RequeueAfter != j {
 		t.Errorf("finish 30s after start with jitter %s: event %q, requeue %s", j, st.Event, st.RequeueAfter)
 	}
-	if st := decide(m, started(30*time.Second+j), idle()); st.Event != "finish" || st.To != "done" || st.Conditions != nil {
+	if st := decide(m, started(30*time.Second+j), idle()); st.Event != "finish" || st.To != "done" || len(st.Conditions) != 1 || st.Conditions[0].Reason != "Done" {
 		t.Errorf("finish due: event %q to %s conditions %v", st.Event, st.To, st.Conditions)
 	}
 }
@@ -413,6 +413,16 @@ func TestStepFiresThroughFSM(t *testing.T) {
 	st, _ = run(obj, map[string]error{"work": Pending("Wait", "not yet", 0)}, &fakeFacts{related: lease})
 	if st.Outcome != Wait || st.To != "pending" || st.RequeueAfter != time.Minute || obj.Object["status"] != nil {
 		t.Errorf("pending: outcome %s to %s requeue %s status %v", st.Outcome, st.To, st.RequeueAfter, obj.Object["status"])
+	}
+	// Entering a terminal state shows its conditions, so the next pass derives it.
+	obj = job(func(o map[string]any) {
+		withReady("Running", 3)(o)
+		o["status"].(map[string]any)["startTime"] = t0.Add(-time.Hour).Format(time.RFC3339)
+	})
+	fresh := map[string]map[string]any{"lease": {"spec": map[string]any{"renewTime": t0.Format(time.RFC3339)}}}
+	st, _ = run(obj, nil, &fakeFacts{related: fresh})
+	if st.To != "done" || readyOf(obj)["reason"] != "Done" || Decide(loadJob(t), Input{Object: obj, Facts: &fakeFacts{}, Now: t0}).From != "done" {
+		t.Errorf("finish: to %s, ready %v", st.To, readyOf(obj))
 	}
 	// Terminal states fire nothing and write nothing.
 	obj = job(withReady("Done", 1))

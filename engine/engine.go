@@ -543,7 +543,9 @@ func (r *runner) step(ctx context.Context, in Input) Step {
 			}
 		}
 	}
-	if r.m.Status.Conditions && !r.m.States[st.To].Terminal {
+	// An object resting in a terminal state is left alone; one entering it shows its conditions
+	// (they are how the next pass derives it).
+	if r.m.Status.Conditions && !r.m.States[st.From].Terminal {
 		r.setConditions(in.Object, st.Conditions)
 	}
 	return st
