@@ -1,7 +1,10 @@
 // Package engine runs CUE-defined state machines (engine/machine) against Kubernetes objects:
-// dynamic informers feed one typed workqueue per machine; each sync re-derives the object's
-// state, fires the first permitted event through looplab/fsm, runs the transition's driver
-// actions, writes status only when it changed, and applies the machine's backoff table to errors.
+// dynamic informers feed one typed workqueue per machine. Each pass is the pure step Decide
+// (decide.go, predicates.go: derive the state, choose the state's first transition whose test
+// holds and whose timer is due, render conditions) followed by the apply step (this file,
+// actions.go, status.go): the transition fires through looplab/fsm, whose callback runs its
+// actions, status is written only when it changed, and the step's outcome drives the queue
+// (requeue after, pending, blocked, retry with the machine's backoff table, terminal).
 package engine
 
 import (
