@@ -5,14 +5,17 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/draforge/draforge/drivers/simdevice"
@@ -108,7 +111,15 @@ func TestCLIScenarioDiscoverClaimsGraph(t *testing.T) {
 	installCRD(t, e)
 	nodes := createNodes(t, e)
 	const ns = "draforge-basic-gpu"
-	t.Cleanup(func() { _ = e.Kube.CoreV1().Namespaces().Delete(t.Context(), ns, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = e.Kube.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{})
+		// TestScenarios applies the same scenario: a namespace still terminating would vanish
+		// under it.
+		eventually(t, 60*time.Second, func() (bool, string) {
+			_, err := e.Kube.CoreV1().Namespaces().Get(context.Background(), ns, metav1.GetOptions{})
+			return apierrors.IsNotFound(err), fmt.Sprintf("namespace %s: %v", ns, err)
+		})
+	})
 	t.Cleanup(func() {
 		_ = e.Kube.ResourceV1().DeviceClasses().Delete(t.Context(), "draforge-basic-gpu", metav1.DeleteOptions{})
 	})
