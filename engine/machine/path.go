@@ -41,6 +41,9 @@ func ParsePath(s string, allowRelated bool) (Path, error) {
 				n = len(rest)
 			}
 			st.Key, rest = rest[:n], rest[n:]
+			if strings.ContainsAny(st.Key, `]"`) {
+				return p, fmt.Errorf("path %q: unexpected ] or \" in %q (quote keys as [\"...\"])", s, st.Key)
+			}
 		}
 		if st.Key == "" {
 			return p, fmt.Errorf("path %q: empty element", s)
