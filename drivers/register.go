@@ -11,9 +11,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/dynamic-resource-allocation/structured"
 
 	"github.com/draforge/draforge/drivers/claims"
 	"github.com/draforge/draforge/drivers/compactslice"
+	"github.com/draforge/draforge/drivers/gvr"
 	"github.com/draforge/draforge/drivers/pools"
 	"github.com/draforge/draforge/engine"
 )
@@ -25,6 +27,9 @@ type Deps struct {
 	Informers *engine.Informers
 	Metrics   prometheus.Registerer
 	Log       zerolog.Logger
+	// AllocatorFeatures are the structured allocator's features (nil: kube-scheduler's defaults
+	// for Kubernetes 1.37, see drivers/featuregates).
+	AllocatorFeatures *structured.Features
 }
 
 // Set is the registered drivers, for callers that read their state (explain, serve).
@@ -38,7 +43,7 @@ type Set struct {
 // Register registers every driver's functions in reg.
 func Register(reg *engine.Registry, d Deps) (*Set, error) {
 	CacheTyped(d.Informers)
-	c, err := claims.Register(reg, d.Informers, d.Kube, d.Metrics)
+	c, err := claims.Register(reg, d.Informers, d.Kube, d.Metrics, d.AllocatorFeatures)
 	if err != nil {
 		return nil, err
 	}
@@ -59,10 +64,10 @@ func Register(reg *engine.Registry, d Deps) (*Set, error) {
 // drivers and the serve views read; slices are cached as *compactslice.Slice. The machines'
 // own resources stay unstructured.
 func CacheTyped(inf *engine.Informers) {
-	inf.CacheTyped(claims.SlicesGVR, func() runtime.Object { return &resourcev1.ResourceSlice{} }, compactSlice)
-	inf.CacheTyped(claims.ClassesGVR, func() runtime.Object { return &resourcev1.DeviceClass{} }, nil)
-	inf.CacheTyped(claims.NodesGVR, func() runtime.Object { return &corev1.Node{} }, pruneNode)
-	inf.CacheTyped(claims.PodsGVR, func() runtime.Object { return &corev1.Pod{} }, prunePod)
+	inf.CacheTyped(gvr.ResourceSlices, func() runtime.Object { return &resourcev1.ResourceSlice{} }, compactSlice)
+	inf.CacheTyped(gvr.DeviceClasses, func() runtime.Object { return &resourcev1.DeviceClass{} }, nil)
+	inf.CacheTyped(gvr.Nodes, func() runtime.Object { return &corev1.Node{} }, pruneNode)
+	inf.CacheTyped(gvr.Pods, func() runtime.Object { return &corev1.Pod{} }, prunePod)
 }
 
 // prunePod keeps what allocator.ClaimNeedsSimulatedAllocation, the pod index, the podClaims

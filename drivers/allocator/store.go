@@ -20,21 +20,15 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/draforge/draforge/drivers/compactslice"
+	"github.com/draforge/draforge/drivers/featuregates"
 )
 
-// DefaultFeatures enables every allocator feature of k8s.io/dynamic-resource-allocation v0.37.2
-// that simulated slices may use and that the "incubating" implementation supports: admin access,
-// prioritized lists (firstAvailable), partitionable devices (shared counters, per-device node
-// selection), device taints and consumable capacity. Binding conditions, fractional capacity
-// ranges, list-type and derived attributes and compatibility groups stay off: devices using them
-// are skipped by the allocator.
-var DefaultFeatures = structured.Features{
-	AdminAccess:          true,
-	PrioritizedList:      true,
-	PartitionableDevices: true,
-	DeviceTaints:         true,
-	ConsumableCapacity:   true,
-}
+// DefaultFeatures are kube-scheduler's allocator features with the default feature gates of
+// Kubernetes 1.37 (featuregates.Defaults): admin access, prioritized lists, partitionable
+// devices, device taints, binding conditions with device status, consumable capacity with
+// fractional ranges. They select the allocator's "incubating" implementation, as in the
+// scheduler; a cluster with other gates passes its own (controller --feature-gates).
+var DefaultFeatures = featuregates.Defaults().Allocator()
 
 // DefaultCELCacheSize bounds the number of compiled CEL expressions kept across calls.
 const DefaultCELCacheSize = 256
@@ -84,7 +78,7 @@ func New(opts Options) *Allocator {
 	}
 	return &Allocator{
 		features: features,
-		celCache: cel.NewCache(size, cel.Features{EnableConsumableCapacity: features.ConsumableCapacity}),
+		celCache: cel.NewCache(size, featuregates.CEL(features)),
 		slices:   map[string]*compactslice.Slice{},
 		classes:  map[string]*resourcev1.DeviceClass{},
 		claims:   map[string]*resourcev1.ResourceClaim{},

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime"
-	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -33,7 +32,7 @@ func nodes(n int) []*corev1.Node {
 func published(t testing.TB) []*resourcev1.ResourceSlice {
 	t.Helper()
 	var out []*resourcev1.ResourceSlice
-	for _, profile := range []simdevice.Profile{"", simdevice.ProfileGeneric, simdevice.ProfileNvidiaGPU, simdevice.ProfileMellanoxNIC} {
+	for _, profile := range append([]simdevice.Profile{""}, simdevice.Profiles()...) {
 		p := &simdevice.Pool{ObjectMeta: metav1.ObjectMeta{Name: "p" + string(profile), Namespace: "ns", UID: "uid"},
 			Spec: simdevice.PoolSpec{DeviceType: "gpu", DeviceCount: 8, Profile: profile, NodeSelector: map[string]string{"x": "y"},
 				Attributes: map[string]simdevice.AttributeValue{
@@ -200,10 +199,8 @@ func TestSmallerThanTyped(t *testing.T) {
 	var typed []*resourcev1.ResourceSlice
 	var uuid resourcev1.QualifiedName
 	for _, s := range published(t) {
-		for name := range s.Spec.Devices[0].Attributes {
-			if strings.HasSuffix(string(name), "/uuid") {
-				typed, uuid = append(typed, s), name
-			}
+		if s.Labels[simdevice.LabelSDPName] == "p"+string(simdevice.ProfileNvidiaGPU) {
+			typed, uuid = append(typed, s), "uuid"
 		}
 	}
 	if len(typed) == 0 {
@@ -246,7 +243,7 @@ func TestSmallerThanTyped(t *testing.T) {
 func BenchmarkSlice(b *testing.B) {
 	var s *resourcev1.ResourceSlice
 	for _, p := range published(b) {
-		if len(p.Spec.Devices[0].Attributes) > 12 {
+		if p.Labels[simdevice.LabelSDPName] == "p"+string(simdevice.ProfileNvidiaGPU) {
 			s = p
 			break
 		}

@@ -150,21 +150,25 @@ func equalEntries(a, b []resourcev1.AllocatedDeviceStatus) bool {
 	return true
 }
 
-// IsNetwork reports whether a pool's devices are NIC-like: the mellanox-nic profile or device
-// type "nic".
+// IsNetwork reports whether a pool's devices are NIC-like: a network profile (mellanox-nic,
+// example-net, sriov-vf) or device type "nic".
 func IsNetwork(spec *simdevice.PoolSpec) bool {
-	return spec.Profile == simdevice.ProfileMellanoxNIC || spec.DeviceType == "nic"
+	switch spec.Profile {
+	case simdevice.ProfileMellanoxNIC, simdevice.ProfileExampleNet, simdevice.ProfileSRIOVVF:
+		return true
+	}
+	return spec.DeviceType == "nic"
 }
 
-// SimulatedNetwork is the network data of a simulated NIC: interface "<deviceType><index>" and
-// an address and MAC derived from seed (stable per device and node, so re-preparing gives the
-// same data). Addresses come from 10.0.0.0/8 and MACs are locally administered unicast.
-func SimulatedNetwork(seed, deviceType string, index int) *resourcev1.NetworkDeviceData {
+// SimulatedNetwork is the network data of a simulated NIC: the interface name given and an
+// address and MAC derived from seed (stable per device and node, so re-preparing gives the same
+// data). Addresses come from 10.0.0.0/8 and MACs are locally administered unicast.
+func SimulatedNetwork(seed, iface string) *resourcev1.NetworkDeviceData {
 	h := sha256.Sum256([]byte(seed))
 	ip := netip.AddrFrom4([4]byte{10, h[0], h[1], 1 + h[2]%254})
 	mac := fmt.Sprintf("%02x:%02x:%02x:%02x:%02x:%02x", (h[3]|0x02)&0xfe, h[4], h[5], h[6], h[7], h[8])
 	return &resourcev1.NetworkDeviceData{
-		InterfaceName:   fmt.Sprintf("%s%d", deviceType, index),
+		InterfaceName:   iface,
 		IPs:             []string{netip.PrefixFrom(ip, 16).String()},
 		HardwareAddress: mac,
 	}

@@ -77,11 +77,11 @@ func TestEntriesKeepTransitionTime(t *testing.T) {
 }
 
 func TestSimulatedNetworkIsValidAndStable(t *testing.T) {
-	a := SimulatedNetwork("ns/pool/node/0", "nic", 0)
-	if again := SimulatedNetwork("ns/pool/node/0", "nic", 0); again.IPs[0] != a.IPs[0] || again.HardwareAddress != a.HardwareAddress {
+	a := SimulatedNetwork("ns/pool/node/0", "nic0")
+	if again := SimulatedNetwork("ns/pool/node/0", "nic0"); again.IPs[0] != a.IPs[0] || again.HardwareAddress != a.HardwareAddress {
 		t.Errorf("not stable: %+v then %+v", a, again)
 	}
-	b := SimulatedNetwork("ns/pool/node/1", "nic", 1)
+	b := SimulatedNetwork("ns/pool/node/1", "nic1")
 	if a.IPs[0] == b.IPs[0] || a.HardwareAddress == b.HardwareAddress {
 		t.Errorf("two devices share addresses: %+v %+v", a, b)
 	}
@@ -111,6 +111,8 @@ func TestIsNetwork(t *testing.T) {
 	}{
 		{simdevice.PoolSpec{DeviceType: "nic"}, true},
 		{simdevice.PoolSpec{DeviceType: "port", Profile: simdevice.ProfileMellanoxNIC}, true},
+		{simdevice.PoolSpec{DeviceType: "vf", Profile: simdevice.ProfileSRIOVVF}, true},
+		{simdevice.PoolSpec{DeviceType: "net", Profile: simdevice.ProfileExampleNet}, true},
 		{simdevice.PoolSpec{DeviceType: "gpu", Profile: simdevice.ProfileNvidiaGPU}, false},
 	} {
 		if got := IsNetwork(&c.spec); got != c.want {

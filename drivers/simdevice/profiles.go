@@ -3,17 +3,85 @@ package simdevice
 import (
 	"crypto/sha256"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/ptr"
 )
 
-// Built-in attributes, always published in the driver's own domain.
+// Built-in attributes of pools without a real-driver profile, in the driver's own domain.
 const (
 	AttrDeviceType = "deviceType"
 	AttrIndex      = "index"
 )
+
+// Standard attributes of the Kubernetes domain (k8s.io/dynamic-resource-allocation
+// deviceattribute/attribute.go; numaNode is KEP-6072).
+const (
+	AttrPCIBusID = "resource.kubernetes.io/pciBusID"
+	AttrPCIeRoot = "resource.kubernetes.io/pcieRoot"
+	AttrNUMANode = "resource.kubernetes.io/numaNode"
+)
+
+// physical is one simulated physical device (GPU, NIC, TPU chip) of one node. A profile turns it
+// into the devices its driver would publish (the GPU and its partitions) and the counter sets
+// they consume.
+type physical struct {
+	index int
+	// uid is stable per (pool, node, index) and UUID-shaped.
+	uid string
+	// nodeUID is stable per (pool, node): drivers that derive a UUID from the node name only.
+	nodeUID string
+	spec    *PoolSpec
+}
+
+// profileDef describes how one profile publishes a physical device.
+type profileDef struct {
+	// builtins adds AttrDeviceType and AttrIndex to every device. Real-driver profiles leave
+	// them out: the real drivers do not publish them.
+	builtins bool
+	// slicePerDevice puts the devices of each physical device in a slice of their own, after the
+	// counter slices (the NVIDIA driver's layout with partitionable devices); otherwise devices
+	// are packed into as few slices as the API limits allow.
+	slicePerDevice bool
+	// build returns the devices of p, with attribute and capacity names as the driver writes
+	// them: unqualified for its own domain, qualified for other domains; and its counter sets.
+	build func(p physical) ([]resourcev1.Device, []resourcev1.CounterSet)
+}
+
+// profiles maps every known profile to its definition. The real-driver profiles are in
+// profile_*.go, each citing the upstream file it mirrors.
+var profiles = map[Profile]profileDef{
+	"":                     {builtins: true, build: plainDevice(nil, nil)},
+	ProfileGeneric:         {builtins: true, build: plainDevice(genericAttributes, nil)},
+	ProfileMellanoxNIC:     {builtins: true, build: plainDevice(mellanoxAttributes, mellanoxCapacities)},
+	ProfileNvidiaGPU:       {build: nvidiaFullGPUs(false)},
+	ProfileNvidiaGPUShares: {build: nvidiaFullGPUs(true)},
+	ProfileNvidiaMIGA100:   {slicePerDevice: true, build: nvidiaDynamicMIG(a100SXM440GB)},
+	ProfileNvidiaMIGH100:   {slicePerDevice: true, build: nvidiaDynamicMIG(h100SXM580GB)},
+	ProfileExampleGPU:      {build: exampleGPU},
+	ProfileExampleNet:      {build: exampleNet},
+	ProfileIntelGPU:        {build: intelGPU},
+	ProfileAMDGPU:          {build: amdGPU},
+	ProfileAMDGPUCPX:       {build: amdGPUCPX},
+	ProfileGoogleTPU:       {build: googleTPU},
+	ProfileSRIOVVF:         {build: sriovVF},
+}
+
+// Profiles lists the known profiles (without the empty one), sorted.
+func Profiles() []Profile {
+	out := make([]Profile, 0, len(profiles))
+	for p := range profiles {
+		if p != "" {
+			out = append(out, p)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
 
 func str(s string) resourcev1.DeviceAttribute {
 	return resourcev1.DeviceAttribute{StringValue: ptr.To(s)}
@@ -27,97 +95,199 @@ func integer(i int64) resourcev1.DeviceAttribute {
 func boolean(b bool) resourcev1.DeviceAttribute {
 	return resourcev1.DeviceAttribute{BoolValue: ptr.To(b)}
 }
-
-// profileAttributes returns a profile's attributes (unqualified names) for device index i.
-// The values mirror what the real driver publishes; per-device values (uuid, index, minor,
-// pciAddress) differ between devices. Users override any of them with spec.attributes.
-func profileAttributes(p Profile, deviceUID string, i int) map[string]resourcev1.DeviceAttribute {
-	switch p {
-	case ProfileNvidiaGPU: // as published by the NVIDIA DRA driver in the gpu.nvidia.com domain
-		return map[string]resourcev1.DeviceAttribute{
-			"type":                  str("gpu"),
-			"productName":           str("NVIDIA A100-SXM4-80GB"),
-			"brand":                 str("Nvidia"),
-			"architecture":          str("Ampere"),
-			"cudaComputeCapability": ver("8.0.0"),
-			"driverVersion":         ver("550.54.15"),
-			"cudaDriverVersion":     ver("12.4.0"),
-			"uuid":                  str("GPU-" + deviceUID),
-			"index":                 integer(int64(i)),
-			"minor":                 integer(int64(i)),
-		}
-	case ProfileMellanoxNIC:
-		return map[string]resourcev1.DeviceAttribute{
-			"type":            str("nic"),
-			"vendor":          str("Mellanox"),
-			"productName":     str("ConnectX-7"),
-			"firmwareVersion": ver("28.39.1002"),
-			"linkSpeedGbps":   integer(400),
-			"rdma":            boolean(true),
-			"pciAddress":      str(fmt.Sprintf("0000:%02x:00.0", 0x10+i)),
-			"index":           integer(int64(i)),
-		}
-	case ProfileGeneric:
-		return map[string]resourcev1.DeviceAttribute{
-			"vendor": str("DRAForge"),
-			"model":  str("simulated"),
-			"index":  integer(int64(i)),
-		}
-	}
-	return nil
+func capacity(q string) resourcev1.DeviceCapacity {
+	return resourcev1.DeviceCapacity{Value: resource.MustParse(q)}
 }
 
-// profileCapacities returns a profile's capacities (unqualified names).
-func profileCapacities(p Profile) map[string]resource.Quantity {
-	switch p {
-	case ProfileNvidiaGPU:
-		return map[string]resource.Quantity{"memory": resource.MustParse("80Gi")}
-	case ProfileMellanoxNIC:
-		return map[string]resource.Quantity{"bandwidth": resource.MustParse("400G")}
+type attrs = map[resourcev1.QualifiedName]resourcev1.DeviceAttribute
+type caps = map[resourcev1.QualifiedName]resourcev1.DeviceCapacity
+
+// plainDevice publishes one device "<deviceType>-<i>" per physical device with the given
+// attributes and capacities (either may be nil).
+func plainDevice(a func(p physical) attrs, c func() caps) func(p physical) ([]resourcev1.Device, []resourcev1.CounterSet) {
+	return func(p physical) ([]resourcev1.Device, []resourcev1.CounterSet) {
+		d := resourcev1.Device{Name: fmt.Sprintf("%s-%d", p.spec.DeviceType, p.index), Attributes: attrs{}}
+		if a != nil {
+			d.Attributes = a(p)
+		}
+		if c != nil {
+			d.Capacity = c()
+		}
+		return []resourcev1.Device{d}, nil
 	}
-	return nil
 }
 
-// deviceUID is a stable UUID-shaped identifier for one device of one SDP on one node.
+func genericAttributes(p physical) attrs {
+	return attrs{"vendor": str("DRAForge"), "model": str("simulated")}
+}
+
+// mellanoxAttributes is a DRAForge-made NIC shape (no upstream driver is mirrored).
+func mellanoxAttributes(p physical) attrs {
+	return attrs{
+		"type":            str("nic"),
+		"vendor":          str("Mellanox"),
+		"productName":     str("ConnectX-7"),
+		"firmwareVersion": ver("28.39.1002"),
+		"linkSpeedGbps":   integer(400),
+		"rdma":            boolean(true),
+		"pciAddress":      str(fmt.Sprintf("0000:%02x:00.0", 0x10+p.index%0xf0)),
+	}
+}
+
+func mellanoxCapacities() caps { return caps{"bandwidth": capacity("400G")} }
+
+// pciTopology is a simulated host's PCI placement of physical device i: eight devices per PCI
+// domain, two per PCIe root complex, four per NUMA node (the layout of an 8-GPU HGX board).
+// It returns the PCI bus ID (BDF), the pcieRoot attribute value and the NUMA node.
+func pciTopology(i int) (busID, root string, numa int64) {
+	domain, j := i/8, i%8
+	rootBus := (j / 2) * 0x40
+	return fmt.Sprintf("%04x:%02x:00.0", domain, rootBus+0x08+(j%2)*0x10),
+		fmt.Sprintf("pci%04x:%02x", domain, rootBus), int64(j / 4)
+}
+
+// deviceUID is a stable UUID-shaped identifier for one device of one SDP on one node; i < 0
+// gives one per node.
 func deviceUID(namespace, name, node string, i int) string {
 	h := sha256.Sum256(fmt.Appendf(nil, "%s/%s/%s/%d", namespace, name, node, i))
 	return fmt.Sprintf("%x-%x-%x-%x-%x", h[0:4], h[4:6], h[6:8], h[8:10], h[10:16])
 }
 
-// deviceData builds the typed, qualified attributes and capacities of device i on node.
-// Precedence (later wins): built-ins, profile, spec.attributes / spec.capacities.
-func deviceData(p *Pool, node string, i int) (map[resourcev1.QualifiedName]resourcev1.DeviceAttribute, map[resourcev1.QualifiedName]resourcev1.DeviceCapacity) {
-	s := &p.Spec
-	q := func(domain, name string) resourcev1.QualifiedName {
-		return resourcev1.QualifiedName(domain + "/" + name)
+// qualify returns the name under which a profile or spec attribute (or capacity) is published.
+// Names already qualified (another domain, e.g. resource.kubernetes.io/pcieRoot) stay as they
+// are. Unqualified names belong to the attribute domain: they are published unqualified when
+// that is the driver's own domain, exactly as real drivers do (the allocator compares capacity
+// request keys as written, so a claim asking for `memory` only matches a device publishing
+// `memory`), and qualified otherwise.
+func (s *PoolSpec) qualify(name string) resourcev1.QualifiedName {
+	if strings.Contains(name, "/") || s.AttributeDomain == s.DriverName {
+		return resourcev1.QualifiedName(name)
 	}
-	attrs := map[resourcev1.QualifiedName]resourcev1.DeviceAttribute{
-		q(s.DriverName, AttrDeviceType): str(s.DeviceType),
-		q(s.DriverName, AttrIndex):      integer(int64(i)),
-	}
-	for k, v := range profileAttributes(s.Profile, deviceUID(p.Namespace, p.Name, node, i), i) {
-		attrs[q(s.AttributeDomain, k)] = v
-	}
-	for k, v := range s.Attributes {
-		attrs[q(s.AttributeDomain, k)] = resourcev1.DeviceAttribute{
-			StringValue: v.String, IntValue: v.Int, BoolValue: v.Bool, VersionValue: v.Version,
-		}
-	}
-	caps := map[resourcev1.QualifiedName]resourcev1.DeviceCapacity{}
-	for k, v := range profileCapacities(s.Profile) {
-		caps[q(s.AttributeDomain, k)] = resourcev1.DeviceCapacity{Value: v}
-	}
-	for k, v := range s.Capacities {
-		caps[q(s.AttributeDomain, k)] = resourcev1.DeviceCapacity{Value: v.DeepCopy()}
-	}
-	if len(caps) == 0 {
-		caps = nil
-	}
-	return attrs, caps
+	return resourcev1.QualifiedName(s.AttributeDomain + "/" + name)
 }
 
-// attributeAndCapacityCount is the number of distinct attributes plus capacities per device.
-func attributeAndCapacityCount(s *PoolSpec) int {
-	a, c := deviceData(&Pool{Spec: *s}, "", 0)
-	return len(a) + len(c)
+func (s *PoolSpec) qualifyAll(in map[resourcev1.QualifiedName]resourcev1.DeviceAttribute, c map[resourcev1.QualifiedName]resourcev1.DeviceCapacity) (attrs, caps) {
+	if s.AttributeDomain == s.DriverName { // every name stays as it is: no copies
+		return in, c
+	}
+	a := make(attrs, len(in))
+	for k, v := range in {
+		a[s.qualify(string(k))] = v
+	}
+	var out caps
+	if len(c) > 0 {
+		out = make(caps, len(c))
+		for k, v := range c {
+			out[s.qualify(string(k))] = v
+		}
+	}
+	return a, out
 }
+
+// physicalDevices returns the devices (qualified, with spec.attributes and spec.capacities
+// applied; later wins: built-ins, profile, spec) and counter sets of physical device i on node.
+func (p *Pool) physicalDevices(node string, i int) ([]resourcev1.Device, []resourcev1.CounterSet) {
+	s := &p.Spec
+	def := profiles[s.Profile]
+	devs, counters := def.build(physical{
+		index:   i,
+		uid:     deviceUID(p.Namespace, p.Name, node, i),
+		nodeUID: deviceUID(p.Namespace, p.Name, node, -1),
+		spec:    s,
+	})
+	for j := range devs {
+		d := &devs[j]
+		d.Attributes, d.Capacity = s.qualifyAll(d.Attributes, d.Capacity)
+		if def.builtins { // in the driver's own domain: unqualified
+			d.Attributes[AttrDeviceType] = str(s.DeviceType)
+			d.Attributes[AttrIndex] = integer(int64(i))
+		}
+		for k, v := range s.Attributes {
+			d.Attributes[s.qualify(k)] = resourcev1.DeviceAttribute{
+				StringValue: v.String, IntValue: v.Int, BoolValue: v.Bool, VersionValue: v.Version,
+			}
+		}
+		if len(s.Capacities) > 0 && d.Capacity == nil {
+			d.Capacity = caps{}
+		}
+		for k, v := range s.Capacities {
+			d.Capacity[s.qualify(k)] = resourcev1.DeviceCapacity{Value: v.DeepCopy()}
+		}
+	}
+	return devs, counters
+}
+
+// ProfileShape returns the attribute and capacity names a profile publishes, as written before
+// qualifying (own domain unqualified, other domains qualified), over all the devices it makes
+// (a GPU and its partitions), and whether the built-in deviceType and index are added. The
+// schema generator writes the CRD's and CUE's per-device limit from it.
+func ProfileShape(p Profile) (attributes, capacities []string, builtins bool) {
+	def, ok := profiles[p]
+	if !ok {
+		return nil, nil, false
+	}
+	a, c := map[string]bool{}, map[string]bool{}
+	devs, _ := def.build(physical{spec: &PoolSpec{DeviceType: "x", DeviceCount: 1}})
+	for _, d := range devs {
+		for k := range d.Attributes {
+			a[string(k)] = true
+		}
+		for k := range d.Capacity {
+			c[string(k)] = true
+		}
+	}
+	return slices.Sorted(maps.Keys(a)), slices.Sorted(maps.Keys(c)), def.builtins
+}
+
+// profileAttributes and profileCapacities give ProfileShape's names as maps.
+func profileAttributes(p Profile, _ string, _ int) map[string]resourcev1.DeviceAttribute {
+	a, _, _ := ProfileShape(p)
+	out := map[string]resourcev1.DeviceAttribute{}
+	for _, n := range a {
+		out[n] = resourcev1.DeviceAttribute{}
+	}
+	return out
+}
+
+func profileCapacities(p Profile) map[string]resource.Quantity {
+	_, c, _ := ProfileShape(p)
+	out := map[string]resource.Quantity{}
+	for _, n := range c {
+		out[n] = resource.Quantity{}
+	}
+	return out
+}
+
+// attributeAndCapacityCount bounds the attributes plus capacities of one device: the built-ins
+// not replaced by a spec attribute of the driver's domain, the union of the profile's and the
+// spec's attribute names, and the same for capacities. The union over all the profile's devices
+// makes it an upper bound, which CEL in the CRD can compute the same way.
+func attributeAndCapacityCount(s *PoolSpec) int {
+	pa, pc, builtins := ProfileShape(s.Profile)
+	attrs, caps := map[string]bool{}, map[string]bool{}
+	for _, n := range pa {
+		attrs[n] = true
+	}
+	for _, n := range pc {
+		caps[n] = true
+	}
+	for n := range s.Attributes {
+		attrs[n] = true
+	}
+	for n := range s.Capacities {
+		caps[n] = true
+	}
+	n := len(attrs) + len(caps)
+	if builtins {
+		for _, b := range []string{AttrDeviceType, AttrIndex} {
+			// A spec attribute of that name replaces the built-in only in the driver's domain.
+			if !attrs[b] || s.AttributeDomain != s.DriverName {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// cloneAttrs copies an attribute map; the values' pointers are shared, nothing writes through them.
+func cloneAttrs(a attrs) attrs { return maps.Clone(a) }

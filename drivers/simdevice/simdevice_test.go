@@ -80,8 +80,27 @@ func checkSliceValid(t *testing.T, s *resourcev1.ResourceSlice) {
 	}
 	limit := resourcev1.ResourceSliceMaxDevices
 	for _, d := range s.Spec.Devices {
-		if len(d.Taints) > 0 {
+		if len(d.Taints) > 0 || len(d.ConsumesCounters) > 0 {
 			limit = resourcev1.ResourceSliceMaxDevicesWithAdvancedFeatures
+		}
+	}
+	if len(s.Spec.Devices) > 0 && len(s.Spec.SharedCounters) > 0 {
+		errf("a slice carries either devices or shared counters")
+	}
+	if len(s.Spec.SharedCounters) > resourcev1.ResourceSliceMaxCounterSets {
+		errf("%d counter sets", len(s.Spec.SharedCounters))
+	}
+	for _, cs := range s.Spec.SharedCounters {
+		if msgs := content.IsDNS1123Label(cs.Name); len(msgs) > 0 {
+			errf("counter set name %q: %v", cs.Name, msgs)
+		}
+		if len(cs.Counters) == 0 || len(cs.Counters) > resourcev1.ResourceSliceMaxCountersPerCounterSet {
+			errf("counter set %s: %d counters", cs.Name, len(cs.Counters))
+		}
+		for n := range cs.Counters {
+			if msgs := content.IsDNS1123Label(n); len(msgs) > 0 {
+				errf("counter set %s: counter name %q: %v", cs.Name, n, msgs)
+			}
 		}
 	}
 	if len(s.Spec.Devices) > limit {
@@ -101,9 +120,20 @@ func checkSliceValid(t *testing.T, s *resourcev1.ResourceSlice) {
 		}
 		check := func(q resourcev1.QualifiedName) {
 			domain, id, ok := strings.Cut(string(q), "/")
-			if !ok || len(domain) > resourcev1.DeviceMaxDomainLength || len(content.IsDNS1123Subdomain(domain)) > 0 ||
+			if !ok { // unqualified: the driver's own domain
+				id = domain
+			}
+			if (ok && (len(domain) > resourcev1.DeviceMaxDomainLength || len(content.IsDNS1123Subdomain(domain)) > 0)) ||
 				len(id) > resourcev1.DeviceMaxIDLength || len(content.IsCIdentifier(id)) > 0 {
 				errf("device %s: bad qualified name %q", d.Name, q)
+			}
+		}
+		if len(d.ConsumesCounters) > resourcev1.ResourceSliceMaxDeviceCounterConsumptionsPerDevice {
+			errf("device %s: %d counter consumptions", d.Name, len(d.ConsumesCounters))
+		}
+		for _, c := range d.ConsumesCounters {
+			if len(c.Counters) == 0 || len(c.Counters) > resourcev1.ResourceSliceMaxCountersPerDeviceCounterConsumption {
+				errf("device %s: %d counters consumed from %s", d.Name, len(c.Counters), c.CounterSet)
 			}
 		}
 		for q, a := range d.Attributes {
@@ -266,7 +296,8 @@ func TestTypedQualifiedAttributes(t *testing.T) {
 		s.Capacities = map[string]resource.Quantity{"memory": resource.MustParse("80Gi")}
 	})
 	d := mustSlices(t, p)[0].Spec.Devices[1]
-	q := func(n string) resourcev1.QualifiedName { return resourcev1.QualifiedName(DefaultDriverName + "/" + n) }
+	// The attribute domain is the driver's: names are published unqualified, as drivers do.
+	q := func(n string) resourcev1.QualifiedName { return resourcev1.QualifiedName(n) }
 	if a := d.Attributes[q("model")]; a.StringValue == nil || *a.StringValue != "H100" {
 		t.Errorf("model %+v", a)
 	}
@@ -293,14 +324,24 @@ func TestTypedQualifiedAttributes(t *testing.T) {
 func TestNvidiaProfile(t *testing.T) {
 	p := newPool(func(s *PoolSpec) {
 		s.Profile = ProfileNvidiaGPU
-		s.AttributeDomain = "gpu.nvidia.com"
+		s.AttributeDomain = "gpu.nvidia.com" // not the driver's domain: names are qualified
 		s.Attributes = map[string]AttributeValue{"productName": {String: ptr.To("NVIDIA H100 80GB HBM3")}}
 	})
 	devs := mustSlices(t, p)[0].Spec.Devices
 	n := func(s string) resourcev1.QualifiedName { return resourcev1.QualifiedName("gpu.nvidia.com/" + s) }
-	for _, want := range []string{"productName", "architecture", "brand", "cudaComputeCapability", "driverVersion", "uuid", "index"} {
+	for _, want := range []string{"type", "productName", "architecture", "brand", "cudaComputeCapability", "driverVersion", "cudaDriverVersion", "uuid"} {
 		if _, ok := devs[0].Attributes[n(want)]; !ok {
 			t.Errorf("missing gpu.nvidia.com/%s", want)
+		}
+	}
+	for _, gone := range []string{"index", "minor", "deviceType"} {
+		if _, ok := devs[0].Attributes[n(gone)]; ok {
+			t.Errorf("gpu.nvidia.com/%s is no longer published by the driver", gone)
+		}
+	}
+	for _, want := range []resourcev1.QualifiedName{AttrPCIBusID, AttrPCIeRoot, AttrNUMANode} {
+		if _, ok := devs[0].Attributes[want]; !ok {
+			t.Errorf("missing %s (another domain, stays qualified)", want)
 		}
 	}
 	if v := devs[0].Attributes[n("productName")].StringValue; *v != "NVIDIA H100 80GB HBM3" {
@@ -312,11 +353,23 @@ func TestNvidiaProfile(t *testing.T) {
 	if *devs[0].Attributes[n("uuid")].StringValue == *devs[1].Attributes[n("uuid")].StringValue {
 		t.Error("uuid must differ per device")
 	}
-	if *devs[1].Attributes[n("index")].IntValue != 1 {
-		t.Error("index must be the device index")
+	if *devs[0].Attributes[AttrPCIBusID].StringValue == *devs[1].Attributes[AttrPCIBusID].StringValue {
+		t.Error("pciBusID must differ per device")
+	}
+	if devs[0].Name != "gpu-0" || devs[1].Name != "gpu-1" {
+		t.Errorf("devices are named gpu-<minor>, got %s %s", devs[0].Name, devs[1].Name)
 	}
 	if _, ok := devs[0].Capacity[n("memory")]; !ok {
 		t.Error("missing capacity gpu.nvidia.com/memory")
+	}
+
+	// With the driver's own name the names are unqualified, as the driver publishes them.
+	own := mustSlices(t, newPool(func(s *PoolSpec) { s.Profile = ProfileNvidiaGPU; s.DriverName = "gpu.nvidia.com" }))[0].Spec.Devices[0]
+	if _, ok := own.Capacity["memory"]; !ok {
+		t.Errorf("capacity must be published as memory, got %v", own.Capacity)
+	}
+	if _, ok := own.Attributes["productName"]; !ok {
+		t.Errorf("attribute must be published as productName, got %v", own.Attributes)
 	}
 }
 
@@ -396,7 +449,7 @@ func TestValidate(t *testing.T) {
 			for i := range 31 {
 				p.Spec.Attributes[fmt.Sprintf("a%d", i)] = AttributeValue{Bool: ptr.To(true)}
 			}
-		}, "Too many"},
+		}, "at most 32 are allowed"},
 	}
 	if errs := newPool(nil).Validate(); errs != nil {
 		t.Fatalf("base pool invalid: %v", errs)

@@ -72,11 +72,11 @@ func (p *Pool) Targets(node *corev1.Node) bool {
 // pool yields an error and no slices. Only nodes in the nodes argument are used: a targetNodes
 // entry naming a node that does not exist publishes nothing.
 //
-// Per targeted node there is exactly one DRA pool (PoolNameFor), so device names
-// "<deviceType>-<i>" are unique within each pool. A node's devices are split into slices of at
-// most 128 devices (64 if any device of that node carries a taint, the API limit for slices
-// using taints), and every slice of the pool carries the same resourceSliceCount. A node whose
-// devices all disappeared still gets one empty slice, so the pool stays visible.
+// Per targeted node there is exactly one DRA pool (PoolNameFor), so device names (the
+// profile's, "<deviceType>-<i>" without one) are unique within each pool. A node's counter sets
+// and devices are split into slices within the API limits (see nodeSlices), and every slice of
+// the pool carries the same resourceSliceCount. A node whose devices all disappeared still gets
+// one empty slice, so the pool stays visible.
 //
 // Pool generation: the returned slices have Pool.Generation 0. The caller (the publisher) owns
 // the generation: when any slice of a node's pool differs from what is stored (SlicesEqual is
@@ -84,13 +84,14 @@ func (p *Pool) Targets(node *corev1.Node) bool {
 // generation max(stored)+1; when everything is equal and the stored slices agree on one
 // generation, it writes nothing.
 //
-// Faults (spec.faults, applied to the named device on the given node or on all nodes):
+// Faults (spec.faults, applied to the named physical device on the given node or on all nodes;
+// with a profile that publishes partitions, to every device made of it):
 //   - unhealthy: the device gets the taint draforge.oaslananka/unhealthy=true:NoSchedule.
 //   - capacity-exhausted: the device gets draforge.oaslananka/capacity-exhausted=true:NoSchedule.
 //     A taint, not a zero capacity, because the allocator only accounts capacity consumption
 //     for devices with allowMultipleAllocations; a NoSchedule taint makes the real allocator
 //     (DRADeviceTaints, on by default) refuse the device unless a claim tolerates the taint.
-//   - disappear: the device is left out of the slice.
+//   - disappear: the device is left out of the slices, with its counter sets.
 //   - healthy: no change (useful to document intent).
 func DesiredSlices(pool *Pool, nodes []*corev1.Node) ([]*resourcev1.ResourceSlice, error) {
 	if pool == nil {
@@ -122,7 +123,12 @@ func compareStrings(a, b string) int {
 	return 0
 }
 
-// nodeSlices builds the slices of one node's pool.
+// nodeSlices builds the slices of one node's pool: first the slices of shared counter sets (at
+// most ResourceSliceMaxCounterSets each; the API allows a slice to carry either counters or
+// devices), then the devices, packed into slices of at most ResourceSliceMaxDevices, or
+// ResourceSliceMaxDevicesWithAdvancedFeatures once a device of the slice has taints or consumes
+// counters. A profile with slicePerDevice gives each physical device's devices their own slice(s).
+// Every slice carries the pool's resourceSliceCount.
 func (p *Pool) nodeSlices(node string) []*resourcev1.ResourceSlice {
 	s := &p.Spec
 	taints := map[int][]resourcev1.DeviceTaint{}
@@ -142,28 +148,48 @@ func (p *Pool) nodeSlices(node string) []*resourcev1.ResourceSlice {
 		}
 	}
 
-	var devices []resourcev1.Device
-	tainted := false
+	var groups [][]resourcev1.Device
+	var counters []resourcev1.CounterSet
 	for i := range s.DeviceCount {
 		if gone[i] {
 			continue
 		}
-		attrs, caps := deviceData(p, node, i)
-		d := resourcev1.Device{Name: s.DeviceType + "-" + strconv.Itoa(i), Attributes: attrs, Capacity: caps, Taints: taints[i]}
-		tainted = tainted || len(d.Taints) > 0
-		devices = append(devices, d)
-	}
-	per := resourcev1.ResourceSliceMaxDevices
-	if tainted {
-		per = resourcev1.ResourceSliceMaxDevicesWithAdvancedFeatures
-	}
-	chunks := slices.Collect(slices.Chunk(devices, per))
-	if len(chunks) == 0 {
-		chunks = [][]resourcev1.Device{nil}
+		devs, cs := p.physicalDevices(node, i)
+		for j := range devs {
+			// A fault hits the physical device: all devices made of it (its partitions too).
+			devs[j].Taints = slices.Clone(taints[i])
+		}
+		groups = append(groups, devs)
+		counters = append(counters, cs...)
 	}
 
-	out := make([]*resourcev1.ResourceSlice, 0, len(chunks))
-	for i, chunk := range chunks {
+	var specs []resourcev1.ResourceSliceSpec
+	for cs := range slices.Chunk(counters, resourcev1.ResourceSliceMaxCounterSets) {
+		specs = append(specs, resourcev1.ResourceSliceSpec{SharedCounters: cs})
+	}
+	if profiles[s.Profile].slicePerDevice {
+		for _, g := range groups {
+			for _, chunk := range packDevices(g) {
+				specs = append(specs, resourcev1.ResourceSliceSpec{Devices: chunk})
+			}
+		}
+	} else {
+		for _, chunk := range packDevices(slices.Concat(groups...)) {
+			specs = append(specs, resourcev1.ResourceSliceSpec{Devices: chunk})
+		}
+	}
+	if len(specs) == 0 {
+		specs = []resourcev1.ResourceSliceSpec{{}} // the pool stays visible
+	}
+
+	out := make([]*resourcev1.ResourceSlice, 0, len(specs))
+	for i, spec := range specs {
+		spec.Driver = s.DriverName
+		spec.NodeName = ptr.To(node)
+		spec.Pool = resourcev1.ResourcePool{
+			Name:               PoolNameFor(p.Namespace, s.PoolName, node),
+			ResourceSliceCount: int64(len(specs)),
+		}
 		out = append(out, &resourcev1.ResourceSlice{
 			ObjectMeta: metav1.ObjectMeta{
 				Name: SliceNameFor(p.Namespace, p.Name, node, i),
@@ -173,18 +199,38 @@ func (p *Pool) nodeSlices(node string) []*resourcev1.ResourceSlice {
 					LabelSDPUID:       string(p.UID),
 				},
 			},
-			Spec: resourcev1.ResourceSliceSpec{
-				Driver:   s.DriverName,
-				NodeName: ptr.To(node),
-				Pool: resourcev1.ResourcePool{
-					Name:               PoolNameFor(p.Namespace, s.PoolName, node),
-					ResourceSliceCount: int64(len(chunks)),
-				},
-				Devices: chunk,
-			},
+			Spec: spec,
 		})
 	}
 	return out
+}
+
+// packDevices splits devices, in order, into as few slices as the per-slice device limits allow.
+func packDevices(devices []resourcev1.Device) [][]resourcev1.Device {
+	var out [][]resourcev1.Device
+	var cur []resourcev1.Device
+	advanced := false
+	for _, d := range devices {
+		adv := len(d.Taints) > 0 || len(d.ConsumesCounters) > 0
+		limit := resourcev1.ResourceSliceMaxDevices
+		if advanced || adv {
+			limit = resourcev1.ResourceSliceMaxDevicesWithAdvancedFeatures
+		}
+		if len(cur)+1 > limit {
+			out, cur, advanced = append(out, cur), nil, false
+		}
+		cur = append(cur, d)
+		advanced = advanced || adv
+	}
+	if len(cur) > 0 {
+		out = append(out, cur)
+	}
+	return out
+}
+
+// sortDevices orders devices by name.
+func sortDevices(devs []resourcev1.Device) {
+	slices.SortFunc(devs, func(a, b resourcev1.Device) int { return compareStrings(a.Name, b.Name) })
 }
 
 func addTaint(ts []resourcev1.DeviceTaint, key string) []resourcev1.DeviceTaint {

@@ -7,20 +7,18 @@ package simdevice
 import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/draforge/draforge/drivers/gvr"
 )
 
-// API coordinates of the SimulatedDevicePool CRD (deploy/crds/simulateddevicepool-crd.yaml).
+// API coordinates of the SimulatedDevicePool CRD (deploy/crds/simulateddevicepool-crd.yaml);
+// its resource is gvr.SimulatedDevicePools.
 const (
-	Group    = "draforge.oaslananka"
-	Version  = "v1alpha1"
-	Kind     = "SimulatedDevicePool"
-	Resource = "simulateddevicepools"
+	Group   = gvr.DRAForgeGroup
+	Version = gvr.SimulatedDevicePoolVersion
+	Kind    = "SimulatedDevicePool"
 )
-
-// GVR is the SimulatedDevicePool resource.
-var GVR = schema.GroupVersionResource{Group: Group, Version: Version, Resource: Resource}
 
 // Names shared with the rest of DRAForge.
 const (
@@ -40,12 +38,34 @@ const (
 	MaxDeviceCount = 128
 )
 
-// Profile adds attributes and capacities that mirror a real DRA driver.
+// Profile makes each simulated device look like what a real DRA driver publishes: its device
+// names, attributes, capacities, partitions and counter sets (see profiles.go and profile_*.go,
+// each citing the upstream file it mirrors).
 type Profile string
 
 // Known profiles.
 const (
-	ProfileNvidiaGPU   Profile = "nvidia-gpu"
+	// NVIDIA GPU driver (gpu.nvidia.com): full GPUs; full GPUs shared through consumable memory
+	// (--consumable-shares=memory); DynamicMIG on A100-SXM4-40GB (MIG mode on: partitions only)
+	// and H100 80GB HBM3 (full GPU and partitions, exclusive through shared counters).
+	ProfileNvidiaGPU       Profile = "nvidia-gpu"
+	ProfileNvidiaGPUShares Profile = "nvidia-gpu-shares"
+	ProfileNvidiaMIGA100   Profile = "nvidia-mig-a100"
+	ProfileNvidiaMIGH100   Profile = "nvidia-mig-h100"
+	// dra-example-driver: gpu profile with 4 partitions per GPU (gpu.example.com) and net profile
+	// with consumable bandwidth (net.example.com).
+	ProfileExampleGPU Profile = "example-gpu"
+	ProfileExampleNet Profile = "example-net"
+	// Intel GPU driver (gpu.intel.com).
+	ProfileIntelGPU Profile = "intel-gpu"
+	// AMD GPU driver (gpu.amd.com): MI300X unpartitioned (SPX) and partitioned (CPX, 8 per GPU).
+	ProfileAMDGPU    Profile = "amd-gpu"
+	ProfileAMDGPUCPX Profile = "amd-gpu-cpx"
+	// Google TPU driver (tpu.google.com): a TPU v6e host with 8 chips per node.
+	ProfileGoogleTPU Profile = "google-tpu"
+	// SR-IOV network driver (sriovnetwork.k8snetworkplumbingwg.io): 8 virtual functions per NIC port.
+	ProfileSRIOVVF Profile = "sriov-vf"
+	// DRAForge-made shapes, not mirroring a driver.
 	ProfileMellanoxNIC Profile = "mellanox-nic"
 	ProfileGeneric     Profile = "generic"
 )

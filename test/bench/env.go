@@ -28,13 +28,13 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/draforge/draforge/drivers/gvr"
 	"github.com/draforge/draforge/drivers/simdevice"
 	"github.com/draforge/draforge/test/cluster"
 	"github.com/draforge/draforge/test/e2e/e2eutil"
@@ -134,8 +134,6 @@ func (e *Env) Stop() {
 	}
 }
 
-var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
-
 func (e *Env) installCRDs(ctx context.Context) error {
 	files, err := filepath.Glob(filepath.Join(e.Root, "deploy", "crds", "*.yaml"))
 	if err != nil || len(files) == 0 {
@@ -158,11 +156,11 @@ func (e *Env) installCRDs(ctx context.Context) error {
 				continue
 			}
 			u := &unstructured.Unstructured{Object: obj}
-			if _, err := e.SetupDyn.Resource(crdGVR).Apply(ctx, u.GetName(), u, metav1.ApplyOptions{FieldManager: "bench", Force: true}); err != nil {
+			if _, err := e.SetupDyn.Resource(gvr.CustomResourceDefinitions).Apply(ctx, u.GetName(), u, metav1.ApplyOptions{FieldManager: "bench", Force: true}); err != nil {
 				return fmt.Errorf("apply CRD %s: %w", u.GetName(), err)
 			}
 			if err := poll(ctx, 60*time.Second, func() (bool, error) {
-				got, err := e.SetupDyn.Resource(crdGVR).Get(ctx, u.GetName(), metav1.GetOptions{})
+				got, err := e.SetupDyn.Resource(gvr.CustomResourceDefinitions).Get(ctx, u.GetName(), metav1.GetOptions{})
 				if err != nil {
 					return false, nil
 				}
@@ -181,7 +179,7 @@ func (e *Env) installCRDs(ctx context.Context) error {
 	}
 	// Discovery of the new resource may lag behind Established.
 	return poll(ctx, 30*time.Second, func() (bool, error) {
-		_, err := e.SetupDyn.Resource(simdevice.GVR).List(ctx, metav1.ListOptions{Limit: 1})
+		_, err := e.SetupDyn.Resource(gvr.SimulatedDevicePools).List(ctx, metav1.ListOptions{Limit: 1})
 		return err == nil, nil
 	})
 }

@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
+	"github.com/draforge/draforge/drivers/gvr"
 	"github.com/draforge/draforge/test/helmtool"
 )
 
@@ -114,7 +115,7 @@ func TestHelmInstallAndRBAC(t *testing.T) {
 		{schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterroles"}, "", base + "-server"},
 		{schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterrolebindings"}, "", base + "-controller"},
 		{schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterrolebindings"}, "", base + "-server"},
-		{schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}, "", "simulateddevicepools.draforge.oaslananka"},
+		{gvr.CustomResourceDefinitions, "", gvr.SimulatedDevicePoolCRD},
 	} {
 		if _, err := e.Dynamic.Resource(o.gvr).Namespace(o.namespace).Get(ctx, o.name, metav1.GetOptions{}); err != nil {
 			t.Errorf("%s %s/%s not installed: %v", o.gvr.Resource, o.namespace, o.name, err)

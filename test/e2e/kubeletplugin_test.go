@@ -289,10 +289,14 @@ func TestKubeletPlugin(t *testing.T) {
 	}
 	for k, v := range map[string]string{"DRAFORGE_NODE_NAME": node, "DRAFORGE_DRIVER": gpu, "DRAFORGE_CLAIM": e.Namespace + "/a",
 		"DRAFORGE_CLAIM_UID": string(a.UID), "DRAFORGE_DEVICE_COUNT": "1", "DRAFORGE_DEVICE_0": "gpu-0", "DRAFORGE_DEVICE_0_POOL": gpuPool,
-		"DRAFORGE_DEVICE_0_REQUEST": "req", "DRAFORGE_DEVICE_0_TYPE": "gpu", "DRAFORGE_DEVICE_0_INDEX": "0"} {
+		"DRAFORGE_DEVICE_0_REQUEST": "req", "DRAFORGE_DEVICE_0_TYPE": "gpu", "DRAFORGE_DEVICE_0_PRODUCT_NAME": "NVIDIA A100-SXM4-80GB",
+		"DRAFORGE_DEVICE_0_PCI_BUS_ID": "0000:08:00.0"} {
 		if envA[k] != v {
 			t.Errorf("CDI env of a: %s=%q, want %q", k, envA[k], v)
 		}
+	}
+	if _, ok := envA["DRAFORGE_DEVICE_0_INDEX"]; ok {
+		t.Error("CDI env of a: an index for a device whose profile (nvidia-gpu) publishes none")
 	}
 	if !strings.HasPrefix(envA["DRAFORGE_DEVICE_0_UUID"], "GPU-") {
 		t.Errorf("CDI env of a: DRAFORGE_DEVICE_0_UUID=%q, want the device's GPU- uuid attribute", envA["DRAFORGE_DEVICE_0_UUID"])

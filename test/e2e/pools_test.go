@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/draforge/draforge/drivers/gvr"
 	"github.com/draforge/draforge/drivers/simdevice"
 )
 
@@ -24,7 +25,7 @@ func TestPoolLifecycle(t *testing.T) {
 	e.Setup(t)
 	ctrl := startController(t)
 	ctx := t.Context()
-	api := e.Dynamic.Resource(simdevice.GVR).Namespace(e.Namespace)
+	api := e.Dynamic.Resource(gvr.SimulatedDevicePools).Namespace(e.Namespace)
 	if _, err := api.Create(ctx, newPool(e.Namespace, "burst", map[string]any{
 		"deviceType": "gpu", "deviceCount": int64(2), "targetNodes": []any{"node-a", "node-b"},
 	}), metav1.CreateOptions{}); err != nil {
@@ -178,7 +179,7 @@ func TestLegacyAdoptionAndOrphans(t *testing.T) {
 		simdevice.LabelSDPUID: "00000000-0000-0000-0000-000000000000"}, "node-a")
 	mk("bystander-"+e.Namespace, map[string]string{"app": "someone-else"}, "node-a")
 
-	api := e.Dynamic.Resource(simdevice.GVR).Namespace(e.Namespace)
+	api := e.Dynamic.Resource(gvr.SimulatedDevicePools).Namespace(e.Namespace)
 	if _, err := api.Create(ctx, newPool(e.Namespace, "old", map[string]any{
 		"deviceType": "gpu", "deviceCount": int64(1), "targetNodes": []any{"node-a"},
 	}), metav1.CreateOptions{}); err != nil {

@@ -19,10 +19,9 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/restmapper"
-)
 
-// CRDGVR is the resource of CustomResourceDefinitions.
-var CRDGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+	"github.com/draforge/draforge/drivers/gvr"
+)
 
 // ApplyFiles creates or updates every document of the files with server-side apply (field
 // manager "e2e"), in file order. Namespaced objects without a namespace go to ns.
@@ -140,7 +139,7 @@ func (e *Env) ApplyCRDs(t *testing.T, data []byte) {
 		if u.GetKind() != "CustomResourceDefinition" {
 			t.Fatalf("not a CRD: %s %s", u.GetKind(), u.GetName())
 		}
-		if _, err := e.Dynamic.Resource(CRDGVR).Apply(t.Context(), u.GetName(), u,
+		if _, err := e.Dynamic.Resource(gvr.CustomResourceDefinitions).Apply(t.Context(), u.GetName(), u,
 			metav1.ApplyOptions{FieldManager: "draforge-e2e", Force: true}); err != nil {
 			t.Fatalf("apply CRD %s: %v", u.GetName(), err)
 		}
@@ -152,7 +151,7 @@ func (e *Env) ApplyCRDs(t *testing.T, data []byte) {
 func (e *Env) WaitEstablished(t *testing.T, name string) {
 	t.Helper()
 	Eventually(t, 30*time.Second, func() (bool, string) {
-		crd, err := e.Dynamic.Resource(CRDGVR).Get(t.Context(), name, metav1.GetOptions{})
+		crd, err := e.Dynamic.Resource(gvr.CustomResourceDefinitions).Get(t.Context(), name, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
 		}
@@ -178,7 +177,7 @@ func (e *Env) WaitEstablished(t *testing.T, name string) {
 // CRDServed returns the GVR of the storage version of a CRD.
 func (e *Env) CRDServed(t *testing.T, name string) schema.GroupVersionResource {
 	t.Helper()
-	crd, err := e.Dynamic.Resource(CRDGVR).Get(t.Context(), name, metav1.GetOptions{})
+	crd, err := e.Dynamic.Resource(gvr.CustomResourceDefinitions).Get(t.Context(), name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

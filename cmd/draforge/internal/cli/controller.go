@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 
 	"github.com/spf13/cobra"
@@ -12,6 +13,7 @@ import (
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/draforge/draforge/drivers/featuregates"
 	"github.com/draforge/draforge/engine"
 	"github.com/draforge/draforge/engine/health"
 	"github.com/draforge/draforge/engine/leader"
@@ -24,6 +26,9 @@ type controllerOptions struct {
 	logLevel    string
 	qps         float32
 	burst       int
+	// featureGates is kube-scheduler's --feature-gates of the cluster; gates is it parsed.
+	featureGates string
+	gates        featuregates.Gates
 	lifecycle
 	leader leader.Config
 }
@@ -44,6 +49,8 @@ func newController(kf *kubeFlags) *cobra.Command {
 	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	f.Float32Var(&o.qps, "kube-api-qps", 50, "client-side QPS limit towards the API server")
 	f.IntVar(&o.burst, "kube-api-burst", 100, "client-side burst towards the API server")
+	f.StringVar(&o.featureGates, "feature-gates", "", "kube-scheduler's --feature-gates of the cluster (Name=true,...), when they differ from the Kubernetes "+
+		featuregates.KubernetesVersion+" defaults; the DRA gates decide the allocator's features, others are ignored")
 	o.lifecycle.addFlags(f, "graceful shutdown limit after SIGINT/SIGTERM")
 	o.leader.AddFlags(f)
 	return cmd
@@ -51,6 +58,10 @@ func newController(kf *kubeFlags) *cobra.Command {
 
 func (o *controllerOptions) validate() error {
 	errs := o.lifecycle.validate()
+	var err error
+	if o.gates, err = featuregates.Parse(o.featureGates); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(append(errs, o.leader.Validate())...)
 }
 
@@ -59,8 +70,9 @@ func runController(ctx context.Context, kf *kubeFlags, o *controllerOptions) err
 		return err
 	}
 	m0 := metrics.New()
+	features := o.gates.Allocator()
 	rt, err := newProcess(kf, processOptions{component: "controller", logLevel: o.logLevel, machinesDir: o.machinesDir,
-		qps: o.qps, burst: o.burst, metrics: m0.Registry})
+		qps: o.qps, burst: o.burst, metrics: m0.Registry, allocatorFeatures: &features})
 	if err != nil {
 		return err
 	}
@@ -103,7 +115,8 @@ func runController(ctx context.Context, kf *kubeFlags, o *controllerOptions) err
 	mux.Handle("GET /debug/machines/{machine}/{namespace}/{name}", eng.DebugHandler())
 	server := &health.Server{Addr: o.runtimeAddr, Handler: mux, ShutdownTimeout: o.shutdownWithin}
 
-	log.Info().Int("machines", len(machines)).Bool("leaderElect", o.leader.Enabled).Str("runtimeAddress", o.runtimeAddr).Msg("controller starting")
+	log.Info().Int("machines", len(machines)).Bool("leaderElect", o.leader.Enabled).Str("runtimeAddress", o.runtimeAddr).
+		Str("featureGates", o.gates.String()).Str("allocatorFeatures", fmt.Sprintf("%+v", features)).Msg("controller starting")
 	plugins := append([]engine.Plugin{server, informers.Plugin(), eng.Plugin()}, rt.drivers.Plugins...)
 	return runPlugins(ctx, log, o.shutdownWithin, elector, plugins...)
 }

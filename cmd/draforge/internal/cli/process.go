@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/dynamic-resource-allocation/structured"
 
 	"github.com/draforge/draforge/drivers"
 	"github.com/draforge/draforge/engine"
@@ -29,6 +30,8 @@ type processOptions struct {
 	burst       int
 	// metrics receives the drivers' own series.
 	metrics prometheus.Registerer
+	// allocatorFeatures overrides the allocator's default features (--feature-gates).
+	allocatorFeatures *structured.Features
 }
 
 // process is what controller and serve both build: the logger, the clients, one set of
@@ -65,7 +68,7 @@ func newProcess(kf *kubeFlags, o processOptions) (*process, error) {
 	}
 	rt := &process{log: log, cfg: cfg, kube: kube, dyn: dyn, informers: engine.NewInformers(dyn), registry: engine.NewRegistry()}
 	if rt.drivers, err = drivers.Register(rt.registry, drivers.Deps{Kube: kube, Dynamic: dyn, Informers: rt.informers,
-		Metrics: o.metrics, Log: log}); err != nil {
+		Metrics: o.metrics, Log: log, AllocatorFeatures: o.allocatorFeatures}); err != nil {
 		return nil, err
 	}
 	if o.machinesDir != "" {

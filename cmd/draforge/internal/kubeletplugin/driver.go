@@ -164,12 +164,14 @@ func (d *driver) spec(uid types.UID, pc *preparedClaim) *cdiSpec {
 		// What the inventory knows now; a device removed since the prepare keeps its basic
 		// variables (a repeated prepare rewrites a spec that someone deleted).
 		if dev := snap[d.name][key(pd.Pool, pd.Device)]; dev != nil {
-			env = append(env, p+"_TYPE="+dev.Type, fmt.Sprintf("%s_INDEX=%d", p, dev.Index))
-			for _, a := range []string{"uuid", "productName"} {
-				for name, v := range dev.Attributes {
-					if strings.HasSuffix(string(name), "/"+a) && v.StringValue != nil {
-						env = append(env, p+"_"+strings.ToUpper(a)+"="+*v.StringValue)
-					}
+			env = append(env, p+"_TYPE="+dev.Type)
+			if dev.Index >= 0 {
+				env = append(env, fmt.Sprintf("%s_INDEX=%d", p, dev.Index))
+			}
+			for _, a := range []struct{ attr, env string }{{"uuid", "UUID"}, {"productName", "PRODUCT_NAME"},
+				{"resource.kubernetes.io/pciBusID", "PCI_BUS_ID"}} {
+				if v := attribute(dev.Attributes, a.attr); v != nil && v.StringValue != nil {
+					env = append(env, p+"_"+a.env+"="+*v.StringValue)
 				}
 			}
 			if n := dev.Network; n != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/draforge/draforge/drivers/devicestatus"
+	"github.com/draforge/draforge/drivers/gvr"
 	"github.com/draforge/draforge/drivers/simdevice"
 )
 
@@ -30,7 +32,7 @@ type device struct {
 	Pool       string // the DRA pool name
 	Name       string
 	Type       string // spec.deviceType
-	Index      int
+	Index      int    // the built-in index attribute; -1 for real-driver profiles, which publish none
 	SDP        string // namespace/name of the SimulatedDevicePool
 	Attributes map[resourcev1.QualifiedName]resourcev1.DeviceAttribute
 	Unhealthy  bool // an "unhealthy" fault: the slice taints it, the kubelet hears Unhealthy
@@ -58,7 +60,7 @@ type inventory struct {
 
 func newInventory(node string, kube kubernetes.Interface, dyn dynamic.Interface, log zerolog.Logger) *inventory {
 	inv := &inventory{node: node, log: log, snap: snapshot{}, change: make(chan struct{})}
-	inv.pools = dynamicinformer.NewDynamicSharedInformerFactory(dyn, 10*time.Minute).ForResource(simdevice.GVR).Informer()
+	inv.pools = dynamicinformer.NewDynamicSharedInformerFactory(dyn, 10*time.Minute).ForResource(gvr.SimulatedDevicePools).Informer()
 	inv.nodes = informers.NewSharedInformerFactoryWithOptions(kube, 10*time.Minute, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 		o.FieldSelector = fields.OneTermEqualSelector("metadata.name", node).String()
 	})).Core().V1().Nodes().Informer()
@@ -139,8 +141,8 @@ func devicesOn(node *corev1.Node, pools []*simdevice.Pool, log zerolog.Logger) s
 		for _, s := range slices {
 			for _, d := range s.Spec.Devices {
 				dev := &device{Driver: s.Spec.Driver, Pool: s.Spec.Pool.Name, Name: d.Name, Type: p.Spec.DeviceType,
-					SDP: p.Namespace + "/" + p.Name, Attributes: d.Attributes}
-				if a, ok := d.Attributes[resourcev1.QualifiedName(p.Spec.DriverName+"/"+simdevice.AttrIndex)]; ok && a.IntValue != nil {
+					SDP: p.Namespace + "/" + p.Name, Attributes: d.Attributes, Index: -1}
+				if a := attribute(d.Attributes, simdevice.AttrIndex); a != nil && a.IntValue != nil {
 					dev.Index = int(*a.IntValue)
 				}
 				for _, t := range d.Taints {
@@ -149,7 +151,11 @@ func devicesOn(node *corev1.Node, pools []*simdevice.Pool, log zerolog.Logger) s
 					}
 				}
 				if network {
-					dev.Network = devicestatus.SimulatedNetwork(dev.SDP+"/"+node.Name+"/"+strconv.Itoa(dev.Index), p.Spec.DeviceType, dev.Index)
+					iface := dev.Name
+					if dev.Index >= 0 {
+						iface = p.Spec.DeviceType + strconv.Itoa(dev.Index)
+					}
+					dev.Network = devicestatus.SimulatedNetwork(dev.SDP+"/"+node.Name+"/"+dev.Name, iface)
 				}
 				if snap[dev.Driver] == nil {
 					snap[dev.Driver] = map[string]*device{}
@@ -169,4 +175,24 @@ func (s snapshot) drivers() []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// attribute finds a device attribute by its name in the driver's own domain, published
+// unqualified (as real drivers do) or qualified with any domain.
+func attribute(attrs map[resourcev1.QualifiedName]resourcev1.DeviceAttribute, name string) *resourcev1.DeviceAttribute {
+	if a, ok := attrs[resourcev1.QualifiedName(name)]; ok {
+		return &a
+	}
+	keys := make([]string, 0, len(attrs))
+	for k := range attrs {
+		keys = append(keys, string(k))
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if strings.HasSuffix(k, "/"+name) {
+			a := attrs[resourcev1.QualifiedName(k)]
+			return &a
+		}
+	}
+	return nil
 }

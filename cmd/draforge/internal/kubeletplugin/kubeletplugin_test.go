@@ -49,11 +49,12 @@ func TestDevicesOn(t *testing.T) {
 	if g[key(gpuPool, "gpu-0")].Unhealthy || !g[key(gpuPool, "gpu-1")].Unhealthy {
 		t.Error("unhealthy fault not on gpu-1 alone")
 	}
-	if d := g[key(gpuPool, "gpu-1")]; d.Index != 1 || d.Type != "gpu" || d.SDP != "ns/gpus" || d.Network != nil {
+	// The nvidia-gpu profile publishes no index attribute (the real driver does not).
+	if d := g[key(gpuPool, "gpu-1")]; d.Index != -1 || d.Type != "gpu" || d.SDP != "ns/gpus" || d.Network != nil {
 		t.Errorf("gpu-1 %+v", d)
 	}
 	nic := snap["net.example.com"][key(simdevice.PoolNameFor("ns", "nics", "n1"), "nic-0")]
-	if nic == nil || nic.Network == nil || nic.Network.InterfaceName != "nic0" {
+	if nic == nil || nic.Index != 0 || nic.Network == nil || nic.Network.InterfaceName != "nic0" {
 		t.Errorf("nic %+v", nic)
 	}
 	// No Node object: no devices, whatever the pools say.
@@ -199,7 +200,8 @@ func TestPlanSharingRules(t *testing.T) {
 func TestCDISpecAndEnv(t *testing.T) {
 	uuid := "GPU-1234"
 	d := testDriver(t, &device{Pool: "p", Name: "gpu-0", Type: "gpu", Index: 0,
-		Attributes: map[resourcev1.QualifiedName]resourcev1.DeviceAttribute{"sim.example.com/uuid": {StringValue: &uuid}}})
+		Attributes: map[resourcev1.QualifiedName]resourcev1.DeviceAttribute{"uuid": {StringValue: &uuid},
+			"resource.kubernetes.io/pciBusID": {StringValue: ptr.To("0000:08:00.0")}}})
 	c := allocated("u1", "c", true, "gpu-0")
 	pc, err := d.plan(c)
 	if err != nil {
@@ -211,7 +213,7 @@ func TestCDISpecAndEnv(t *testing.T) {
 	}
 	env := strings.Join(append(s.ContainerEdits.Env, s.Devices[0].ContainerEdits.Env...), "\n")
 	for _, want := range []string{"DRAFORGE_NODE_NAME=n1", "DRAFORGE_CLAIM=ns/c", "DRAFORGE_DEVICE_COUNT=1", "DRAFORGE_DEVICE_0=gpu-0",
-		"DRAFORGE_DEVICE_0_POOL=p", "DRAFORGE_DEVICE_0_TYPE=gpu", "DRAFORGE_DEVICE_0_UUID=GPU-1234", "DRAFORGE_DEVICE_0_ADMIN_ACCESS=true"} {
+		"DRAFORGE_DEVICE_0_POOL=p", "DRAFORGE_DEVICE_0_TYPE=gpu", "DRAFORGE_DEVICE_0_UUID=GPU-1234", "DRAFORGE_DEVICE_0_PCI_BUS_ID=0000:08:00.0", "DRAFORGE_DEVICE_0_ADMIN_ACCESS=true"} {
 		if !strings.Contains(env, want+"\n") && !strings.HasSuffix(env, want) {
 			t.Errorf("env lacks %s:\n%s", want, env)
 		}
@@ -242,5 +244,21 @@ func TestConfigValidate(t *testing.T) {
 	}
 	if err := (&Config{NodeName: "n", PluginsDir: "/p", RegistryDir: "/r", CDIDir: "/c", HealthInterval: time.Second}).validate(); err != nil {
 		t.Error(err)
+	}
+}
+
+func TestAttributeLookup(t *testing.T) {
+	a := map[resourcev1.QualifiedName]resourcev1.DeviceAttribute{
+		"uuid":                {StringValue: ptr.To("own")},
+		"other.example/model": {StringValue: ptr.To("qualified")},
+	}
+	if v := attribute(a, "uuid"); v == nil || *v.StringValue != "own" {
+		t.Errorf("unqualified: %v", v)
+	}
+	if v := attribute(a, "model"); v == nil || *v.StringValue != "qualified" {
+		t.Errorf("qualified: %v", v)
+	}
+	if attribute(a, "missing") != nil {
+		t.Error("missing attribute found")
 	}
 }

@@ -21,7 +21,7 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/dynamic"
 
-	"github.com/draforge/draforge/drivers/claims"
+	"github.com/draforge/draforge/drivers/gvr"
 	"github.com/draforge/draforge/drivers/simdevice"
 	"github.com/draforge/draforge/schemas"
 )
@@ -41,11 +41,11 @@ type Kind struct {
 
 // Kinds are the document kinds #Document allows, in apply order.
 var Kinds = []Kind{
-	{"v1", "Namespace", schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}, false, 0},
-	{"resource.k8s.io/v1", "DeviceClass", claims.ClassesGVR, false, 1},
-	{simdevice.Group + "/" + simdevice.Version, simdevice.Kind, simdevice.GVR, true, 2},
-	{"resource.k8s.io/v1", "ResourceClaim", claims.ClaimsGVR, true, 3},
-	{"v1", "Pod", claims.PodsGVR, true, 4},
+	{"v1", "Namespace", gvr.Namespaces, false, 0},
+	{"resource.k8s.io/v1", "DeviceClass", gvr.DeviceClasses, false, 1},
+	{simdevice.Group + "/" + simdevice.Version, simdevice.Kind, gvr.SimulatedDevicePools, true, 2},
+	{"resource.k8s.io/v1", "ResourceClaim", gvr.ResourceClaims, true, 3},
+	{"v1", "Pod", gvr.Pods, true, 4},
 }
 
 // KindOf returns the Kind of a decoded document.
