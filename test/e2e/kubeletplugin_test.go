@@ -24,6 +24,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/draforge/draforge/drivers/devicestatus"
+	"github.com/draforge/draforge/drivers/gvr"
 	"github.com/draforge/draforge/drivers/simdevice"
 	"github.com/draforge/draforge/test/e2e/e2eutil"
 )
@@ -462,6 +463,20 @@ func TestKubeletPlugin(t *testing.T) {
 	if n := plugin.Metric(t, "draforge_kubelet_plugin_operations_total", gpuLabel, `operation="unprepare"`, `result="success"`); n != 4 {
 		t.Errorf("unprepares counted after the restart: %v, want 4", n)
 	}
+
+	// Drivers follow the pools: a pool with a new driver registers it; once the pool is gone
+	// (and the driver has nothing prepared) it is unregistered again.
+	const fpga = "fpga.sim.draforge.oaslananka"
+	e.Apply(t, e.Namespace, newPool(e.Namespace, "fpgas", map[string]any{"deviceCount": int64(1), "deviceType": "fpga",
+		"driverName": fpga, "targetNodes": []any{node}}))
+	registerWith(t, dirs, fpga)
+	if err := e.Dynamic.Resource(gvr.SimulatedDevicePools).Namespace(e.Namespace).Delete(ctx, "fpgas", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, func() (bool, string) {
+		_, err := os.Stat(filepath.Join(dirs.registry, fpga+"-reg.sock"))
+		return os.IsNotExist(err), fmt.Sprintf("registration socket of %s after its pool was deleted: %v", fpga, err)
+	})
 	if !plugin.Running() {
 		t.Fatalf("plugin exited: %s", plugin.Log())
 	}
