@@ -160,6 +160,21 @@ func IsNetwork(spec *simdevice.PoolSpec) bool {
 	return spec.DeviceType == "nic"
 }
 
+// NetworkFor is the network data of device d of pool p on node, as the kubelet plugin and the
+// simulated kubelet both publish it: nil unless the pool is NIC-like (IsNetwork); interface
+// "<deviceType><index>" for devices with the built-in index attribute, the device name
+// otherwise; addresses seeded by pool, node and device.
+func NetworkFor(p *simdevice.Pool, node string, d *resourcev1.Device) *resourcev1.NetworkDeviceData {
+	if !IsNetwork(&p.Spec) {
+		return nil
+	}
+	iface := d.Name
+	if a, ok := d.Attributes[resourcev1.QualifiedName(simdevice.AttrIndex)]; ok && a.IntValue != nil {
+		iface = fmt.Sprintf("%s%d", p.Spec.DeviceType, *a.IntValue)
+	}
+	return SimulatedNetwork(p.Namespace+"/"+p.Name+"/"+node+"/"+d.Name, iface)
+}
+
 // SimulatedNetwork is the network data of a simulated NIC: the interface name given and an
 // address and MAC derived from seed (stable per device and node, so re-preparing gives the same
 // data). Addresses come from 10.0.0.0/8 and MACs are locally administered unicast.

@@ -120,3 +120,25 @@ func TestIsNetwork(t *testing.T) {
 		}
 	}
 }
+
+func TestNetworkFor(t *testing.T) {
+	nic := &simdevice.Pool{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "nics"},
+		Spec: simdevice.PoolSpec{DeviceType: "nic", DriverName: "d.example"}}
+	indexed := &resourcev1.Device{Name: "nic-3", Attributes: map[resourcev1.QualifiedName]resourcev1.DeviceAttribute{
+		simdevice.AttrIndex: {IntValue: ptr.To[int64](3)}}}
+	if n := NetworkFor(nic, "node-a", indexed); n == nil || n.InterfaceName != "nic3" || n.IPs[0] != SimulatedNetwork("ns/nics/node-a/nic-3", "nic3").IPs[0] {
+		t.Errorf("indexed NIC: %+v", n)
+	}
+	vf := &simdevice.Pool{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "vfs"},
+		Spec: simdevice.PoolSpec{DeviceType: "vf", Profile: simdevice.ProfileSRIOVVF}}
+	if n := NetworkFor(vf, "node-a", &resourcev1.Device{Name: "0000-18-00-2"}); n == nil || n.InterfaceName != "0000-18-00-2" {
+		t.Errorf("VF without index: %+v", n)
+	}
+	if n := NetworkFor(vf, "node-b", &resourcev1.Device{Name: "0000-18-00-2"}); n.HardwareAddress == NetworkFor(vf, "node-a", &resourcev1.Device{Name: "0000-18-00-2"}).HardwareAddress {
+		t.Error("the same device on two nodes got the same MAC")
+	}
+	gpu := &simdevice.Pool{Spec: simdevice.PoolSpec{DeviceType: "gpu", Profile: simdevice.ProfileNvidiaGPU}}
+	if NetworkFor(gpu, "node-a", &resourcev1.Device{Name: "gpu-0"}) != nil {
+		t.Error("a GPU got network data")
+	}
+}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -137,7 +136,6 @@ func devicesOn(node *corev1.Node, pools []*simdevice.Pool, log zerolog.Logger) s
 			log.Warn().Err(err).Msg("SimulatedDevicePool skipped")
 			continue
 		}
-		network := devicestatus.IsNetwork(&p.Spec)
 		for _, s := range slices {
 			for _, d := range s.Spec.Devices {
 				dev := &device{Driver: s.Spec.Driver, Pool: s.Spec.Pool.Name, Name: d.Name, Type: p.Spec.DeviceType,
@@ -150,13 +148,7 @@ func devicesOn(node *corev1.Node, pools []*simdevice.Pool, log zerolog.Logger) s
 						dev.Unhealthy = true
 					}
 				}
-				if network {
-					iface := dev.Name
-					if dev.Index >= 0 {
-						iface = p.Spec.DeviceType + strconv.Itoa(dev.Index)
-					}
-					dev.Network = devicestatus.SimulatedNetwork(dev.SDP+"/"+node.Name+"/"+dev.Name, iface)
-				}
+				dev.Network = devicestatus.NetworkFor(p, node.Name, &d)
 				if snap[dev.Driver] == nil {
 					snap[dev.Driver] = map[string]*device{}
 				}
