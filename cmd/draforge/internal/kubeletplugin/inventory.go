@@ -48,13 +48,14 @@ type snapshot map[string]map[string]*device
 // the node has, with simdevice.DesiredSlices, the function the controller publishes them with:
 // what the plugin prepares is exactly what the slices offered.
 type inventory struct {
-	node   string
-	log    zerolog.Logger
-	pools  cache.SharedIndexInformer
-	nodes  cache.SharedIndexInformer
-	mu     sync.Mutex
-	snap   snapshot
-	change chan struct{} // closed and replaced on every recomputation
+	node      string
+	log       zerolog.Logger
+	pools     cache.SharedIndexInformer
+	nodes     cache.SharedIndexInformer
+	mu        sync.Mutex
+	computing sync.Mutex
+	snap      snapshot
+	change    chan struct{} // closed and replaced on every recomputation
 }
 
 func newInventory(node string, kube kubernetes.Interface, dyn dynamic.Interface, log zerolog.Logger) *inventory {
@@ -92,6 +93,10 @@ func (inv *inventory) current() (snapshot, <-chan struct{}) {
 }
 
 func (inv *inventory) recompute() {
+	// The pool and node handlers run on different goroutines: one recomputation at a time, so
+	// a snapshot read from older caches never replaces a newer one.
+	inv.computing.Lock()
+	defer inv.computing.Unlock()
 	var node *corev1.Node
 	if objs := inv.nodes.GetStore().List(); len(objs) == 1 {
 		node, _ = objs[0].(*corev1.Node)
