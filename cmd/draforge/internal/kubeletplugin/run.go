@@ -80,6 +80,9 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	inv := newInventory(cfg.NodeName, cfg.Kube, cfg.Dynamic, cfg.Log)
 	if err := inv.run(ctx); err != nil {
+		if ctx.Err() != nil { // shut down before the caches synced: not a failure
+			return nil
+		}
 		return err
 	}
 	running := map[string]*running{}
