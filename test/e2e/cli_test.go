@@ -53,7 +53,7 @@ func mustCLI(t *testing.T, args ...string) string {
 // installCRD applies the SDP CRD and the simulated nodes (see env.installCRDs).
 func installCRD(t *testing.T, e *env) { e.Setup(t) }
 
-// createNodes returns node-a/b/c (cluster-scoped, from examples/nodes.yaml, shared by tests).
+// createNodes returns node-a/b/c (cluster-scoped, from examples/simulated-nodes.yaml, shared by tests).
 func createNodes(t *testing.T, e *env) []*corev1.Node {
 	t.Helper()
 	e.Setup(t)
