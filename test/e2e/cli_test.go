@@ -314,12 +314,12 @@ func TestCLIMachines(t *testing.T) {
 		t.Errorf("machines graph:\n%s", g)
 	}
 	dir := t.TempDir()
-	bad := "package machines\n\nmachine: x: {\n\tresource: {group: \"a\", version: \"v1\", resource: \"b\"}\n\tnamespaced: true\n\tstates: {a: {}, failed: terminal: true}\n\tinitial: \"a\"\n\tterminalState: \"failed\"\n\tevents: [{name: \"e\", when: observe: \"noSuchObservation\"}]\n\ttransitions: [{event: \"e\", from: [\"a\"], to: \"a\"}]\n}\n"
+	bad := "package machines\n\nmachine: x: {\n\tresource: {group: \"a\", version: \"v1\", resource: \"b\"}\n\tnamespaced: true\n\tstates: {a: {}, failed: terminal: true}\n\tinitial: \"a\"\n\tterminalState: \"failed\"\n\tanyState: [{event: \"e\", to: \"a\",\n\t\twhen: observe: \"noSuchObservation\"}]\n}\n"
 	if err := os.WriteFile(filepath.Join(dir, "x.cue"), []byte(bad), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	r := runCLI(t, "machines", "vet", dir)
-	if r.code != 1 || !strings.Contains(r.stderr, filepath.Join(dir, "x.cue")+":9:") || !strings.Contains(r.stderr, "noSuchObservation") {
+	if r.code != 1 || !strings.Contains(r.stderr, filepath.Join(dir, "x.cue")+":10:") || !strings.Contains(r.stderr, "noSuchObservation") {
 		t.Errorf("machines vet bad dir: exit %d\n%s", r.code, r.stderr)
 	}
 }
