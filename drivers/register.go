@@ -85,8 +85,6 @@ func prunePod(o runtime.Object) runtime.Object {
 	return p
 }
 
-
-
 // compactSlice caches slices in compact form: a typed slice holds a map per device, about
 // 2.5 KiB per device, which dominated the controller's memory at thousands of nodes.
 func compactSlice(o runtime.Object) runtime.Object {

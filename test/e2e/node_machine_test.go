@@ -10,6 +10,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/draforge/draforge/drivers/simnode"
 	"github.com/draforge/draforge/test/cluster"
@@ -34,7 +35,8 @@ const (
 //   - 100 nodes from one SimulatedNodes document stay Ready=True, untainted, with an unchanged
 //     Ready transition time, at every 1s check for 45s (more than two grace periods);
 //   - each has a Lease kube-node-lease/<node> held by the node, 40s duration, owned by the Node;
-//   - the controller's writes per node per minute are the kubelet's (6 Lease renewals);
+//   - every Lease is renewed every 10s (+2s of scheduling slack), and every write the
+//     controller makes in the window is such a renewal (the kubelet's 6 per node per minute);
 //   - after the controller is killed every node turns Ready=Unknown, each between grace and
 //     grace + monitor period + 5s after its last renewal (the controller's bound);
 //   - a restarted controller brings every node back to Ready=True and the controller lifts
@@ -104,6 +106,21 @@ func TestNodeMachine(t *testing.T) {
 	for _, n := range listNodes() {
 		transitions[n.Name] = nodeReady(&n).LastTransitionTime
 	}
+	// Watch every renewal during the window: intervals per Lease and the controller's writes.
+	w, err := e.Kube.CoordinationV1().Leases("kube-node-lease").Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	renewals := map[string][]time.Time{}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ev := range w.ResultChan() {
+			if l, ok := ev.Object.(*coordinationv1.Lease); ok && ev.Type == watch.Modified && l.Spec.RenewTime != nil {
+				renewals[l.Name] = append(renewals[l.Name], l.Spec.RenewTime.Time)
+			}
+		}
+	}()
 	writesBefore := ctrl.Writes(t)
 	start := time.Now()
 	for time.Since(start) < readyWindow {
@@ -118,11 +135,33 @@ func TestNodeMachine(t *testing.T) {
 		}
 		time.Sleep(time.Second)
 	}
-	perNodeMinute := (ctrl.Writes(t) - writesBefore) / nodeCount / time.Since(start).Minutes()
-	t.Logf("FIGURE nodes: %d nodes Ready for %s; controller writes per node per minute %.2f (kubelet: 6 lease renewals + 0.2 status reports)",
-		nodeCount, readyWindow, perNodeMinute)
-	if perNodeMinute < 5 || perNodeMinute > 7 {
-		t.Errorf("writes per node per minute %.2f, want the kubelet's cadence of about 6", perNodeMinute)
+	writes := ctrl.Writes(t) - writesBefore
+	elapsed := time.Since(start)
+	time.Sleep(500 * time.Millisecond) // the last renewals' watch events
+	w.Stop()
+	<-done
+	events, intervals, worst, sum := 0, 0, time.Duration(0), time.Duration(0)
+	for name, times := range renewals {
+		events += len(times)
+		for i := 1; i < len(times); i++ {
+			d := times[i].Sub(times[i-1])
+			worst, sum, intervals = max(worst, d), sum+d, intervals+1
+			// Due renewTime + 10s; a pass on 2 shared cores with -race may run a little late.
+			if d < renewInterval || d > renewInterval+2*time.Second {
+				t.Errorf("lease %s renewed %s after the previous renewal, want %s (+2s)", name, d, renewInterval)
+			}
+		}
+	}
+	if len(renewals) != nodeCount {
+		t.Errorf("%d of %d leases renewed during %s", len(renewals), nodeCount, elapsed)
+	}
+	mean := sum / time.Duration(max(intervals, 1))
+	t.Logf("FIGURE nodes: %d nodes Ready for %s; %d renewals every %s on average (longest %s), %.2f per node per minute (kubelet: 6); %v controller writes",
+		nodeCount, elapsed.Round(time.Second), events, mean.Round(time.Millisecond), worst.Round(time.Millisecond), time.Minute.Seconds()/mean.Seconds(), writes)
+	// Every write of the window is a renewal (none besides, no status report is due yet); a
+	// few renewals may straddle the window's ends.
+	if d := writes - float64(events); d < -float64(nodeCount)/10 || d > float64(nodeCount)/10 {
+		t.Errorf("%v controller writes but %d lease renewals in the window", writes, events)
 	}
 
 	// Kill the controller: nothing renews; each node must turn Unknown within the bound.
