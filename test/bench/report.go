@@ -116,9 +116,11 @@ func Run(ctx context.Context, cfg Config, log io.Writer) ([]Row, error) {
 	// publication, which sees PubNodes.
 	allocSel := map[string]string{"bench.draforge/alloc": "true"}
 	pubSel := map[string]string{"bench.draforge/pub": "true"}
-	fmt.Fprintf(log, "bench: creating %d nodes\n", cfg.AllocNodes)
-	if err := e.CreateNodes(ctx, 0, cfg.AllocNodes, map[string]string{"bench.draforge/alloc": "true", "bench.draforge/pub": "true"}); err != nil {
-		return rows, err
+	if cfg.run("publish") || cfg.run("alloc") || cfg.run("churn") || cfg.run("cost") {
+		fmt.Fprintf(log, "bench: creating %d nodes\n", cfg.AllocNodes)
+		if err := e.CreateNodes(ctx, 0, cfg.AllocNodes, map[string]string{"bench.draforge/alloc": "true", "bench.draforge/pub": "true"}); err != nil {
+			return rows, err
+		}
 	}
 	allocReady := false
 	if cfg.run("alloc") || cfg.run("churn") || cfg.run("cost") {

@@ -85,6 +85,7 @@ func TestUpgradeRollback(t *testing.T) {
 	} {
 		ctrl.Signal(syscall.SIGTERM)
 		<-ctrl.Exited
+		heartbeats := e.CountHeartbeats(t)
 		start := time.Now()
 		ctrl = e2eutil.Run(t, step.spec)
 		ready := time.Since(start)
@@ -95,10 +96,12 @@ func TestUpgradeRollback(t *testing.T) {
 		})
 		time.Sleep(2 * time.Second)
 		w := ctrl.Writes(t)
-		t.Logf("FIGURE upgrade: %s ready in %s, %v writes, %v GETs", step.name, ready.Round(time.Millisecond), w,
+		hb := heartbeats()
+		t.Logf("FIGURE upgrade: %s ready in %s, %v writes (%d node heartbeats due meanwhile), %v GETs", step.name, ready.Round(time.Millisecond), w, hb,
 			ctrl.Metric(t, "rest_client_requests_total", `method="GET"`))
-		if w != 0 {
-			t.Errorf("%s: %v writes, want 0", step.name, w)
+		// The simulated nodes' heartbeats are due by time; any other write is a needless one.
+		if w > float64(hb) {
+			t.Errorf("%s: %v writes, want none besides the %d node heartbeats", step.name, w, hb)
 		}
 		if got := sliceSpecs(t, e); fmt.Sprint(got) != fmt.Sprint(slices) {
 			t.Errorf("%s: slices changed:\n before %v\n after  %v", step.name, slices, got)
