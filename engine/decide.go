@@ -110,6 +110,13 @@ func Decide(m *machine.Machine, in Input) Step {
 	return st
 }
 
+// Derive returns the state the object is in (the first step of Decide), for read-only callers
+// such as `draforge serve`: no transition is evaluated, so no observation runs unless a derive
+// rule asks for one.
+func Derive(m *machine.Machine, in Input) (string, error) {
+	return evaluator{m: m, in: in}.derive()
+}
+
 // ErrorStep turns an error of a pass into its outcome: pending waits, blocked goes to the
 // state the machine maps its reason to (or stays), API errors are classified and retried
 // while their class is in the retry list and retries remain, else terminal.

@@ -117,12 +117,7 @@ func (e *Engine) State(ctx context.Context, machineName, key string) (string, er
 	if err != nil || !exists {
 		return "", fmt.Errorf("%s %s: %w", machineName, key, ErrObjectNotFound)
 	}
-	u := obj.(*unstructured.Unstructured)
-	st := Decide(r.m, r.input(ctx, u))
-	if st.Err != nil && st.Outcome != Wait {
-		return st.From, st.Err
-	}
-	return st.From, nil
+	return Derive(r.m, r.input(ctx, obj.(*unstructured.Unstructured)))
 }
 
 // input is what Decide needs for obj (a private copy or a cached object it must not change).
@@ -172,13 +167,13 @@ type terminalMark struct {
 }
 
 func newRunner(e *Engine, m *machine.Machine) (*runner, error) {
-	if e.o.Informers.IsTyped(m.Resource) {
-		// Actions, observations and status writes work on unstructured objects.
-		return nil, fmt.Errorf("machine %s: resource %s is cached typed", m.Name, m.Resource)
+	if e.o.Informers.IsTyped(m.Resource) && len(m.Selector) == 0 {
+		// Actions, observations and status writes work on unstructured objects; a machine
+		// with a selector gets its own unstructured informer (ForLabels).
+		return nil, fmt.Errorf("machine %s: resource %s is cached typed (give the machine a selector)", m.Name, m.Resource)
 	}
 	r := &runner{
 		e: e, m: m,
-		inf:     e.o.Informers.For(m.Resource),
 		limiter: newBackoffLimiter[string](m.Backoff),
 		hist:    newHistory(m.HistoryLimit),
 		log:     e.o.Log.With().Str("machine", m.Name).Logger(),
@@ -187,7 +182,7 @@ func newRunner(e *Engine, m *machine.Machine) (*runner, error) {
 	}
 	r.queue = workqueue.NewTypedRateLimitingQueueWithConfig[string](r.limiter,
 		workqueue.TypedRateLimitingQueueConfig[string]{Name: m.Name})
-	e.o.Informers.Notify(m.Resource, cache.ResourceEventHandlerFuncs{
+	own := cache.ResourceEventHandlerFuncs{
 		AddFunc: r.enqueueObj,
 		UpdateFunc: func(old, cur any) {
 			// Resyncs and no-op updates carry the same resourceVersion: nothing to do.
@@ -196,8 +191,23 @@ func newRunner(e *Engine, m *machine.Machine) (*runner, error) {
 			}
 			r.enqueueObj(cur)
 		},
-		DeleteFunc: r.enqueueObj,
-	})
+		// A delete is always passed on (its labels may no longer match): the pass forgets the key.
+		DeleteFunc: func(obj any) {
+			if u := ObjectMeta(obj); u != nil {
+				r.add(cache.ObjectName{Namespace: u.GetNamespace(), Name: u.GetName()}.String())
+			}
+		},
+	}
+	if len(m.Selector) > 0 {
+		// Only the selected objects are listed and watched (a label selector on the server).
+		r.inf = e.o.Informers.ForLabels(m.Resource, m.Selector)
+		if _, err := r.inf.AddEventHandler(own); err != nil {
+			return nil, err
+		}
+	} else {
+		r.inf = e.o.Informers.For(m.Resource)
+		e.o.Informers.Notify(m.Resource, own)
+	}
 	for _, n := range m.RelatedOrder {
 		r.watchRelated(m.Related[n])
 	}

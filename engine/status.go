@@ -64,16 +64,25 @@ func (r *runner) writeStatus(ctx context.Context, obj *unstructured.Unstructured
 	if equality.Semantic.DeepEqual(normalize(before), normalize(after)) {
 		return nil
 	}
+	// Only the top-level status fields that changed (a Node's images and addresses stay out).
 	patch := map[string]any{}
 	for k, v := range after {
-		patch[k] = v
+		if !equality.Semantic.DeepEqual(normalize(map[string]any{k: before[k]}), normalize(map[string]any{k: v})) {
+			patch[k] = v
+		}
 	}
 	for k := range before {
 		if _, ok := after[k]; !ok {
 			patch[k] = nil
 		}
 	}
-	body, err := json.Marshal(map[string]any{"status": patch})
+	doc := map[string]any{"status": patch}
+	if !r.m.Status.Conditions {
+		// Lists of an object we do not own (a Node's conditions) are sent whole: the read
+		// resourceVersion makes a concurrent writer's change a Conflict, not a lost update.
+		doc["metadata"] = map[string]any{"resourceVersion": obj.GetResourceVersion()}
+	}
+	body, err := json.Marshal(doc)
 	if err != nil {
 		return err
 	}
