@@ -53,16 +53,15 @@ func Register(reg *engine.Registry, d Deps) (*Set, error) {
 	return &Set{Claims: c, Pools: p, Plugins: []engine.Plugin{sweeper}}, nil
 }
 
-// CacheTyped makes inf cache the resources the drivers only read (slices, classes, pods) as
-// typed objects, so the allocator's stores and the pod index share the informers' objects
-// instead of holding a second, converted copy. Pods are pruned to the fields the drivers and
-// the serve views read; slices are cached as *compactslice.Slice. The machines' own resources
-// stay unstructured: Nodes too, because the node machine (machines/node.cue) reconciles them
-// and the engine runs machines only over unstructured caches; the drivers that read nodes keep
-// a pruned typed copy each (allocator.UpsertNode, pools' node index), converted once per event.
+// CacheTyped makes inf cache the resources the drivers only read (slices, classes, nodes, pods)
+// as typed objects, so the allocator's stores and the pod index share the informers' objects
+// instead of holding a second, converted copy. Pods and nodes are pruned to the fields the
+// drivers and the serve views read; slices are cached as *compactslice.Slice. The machines'
+// own resources stay unstructured.
 func CacheTyped(inf *engine.Informers) {
 	inf.CacheTyped(claims.SlicesGVR, func() runtime.Object { return &resourcev1.ResourceSlice{} }, compactSlice)
 	inf.CacheTyped(claims.ClassesGVR, func() runtime.Object { return &resourcev1.DeviceClass{} }, nil)
+	inf.CacheTyped(claims.NodesGVR, func() runtime.Object { return &corev1.Node{} }, pruneNode)
 	inf.CacheTyped(claims.PodsGVR, func() runtime.Object { return &corev1.Pod{} }, prunePod)
 }
 
@@ -83,6 +82,15 @@ func prunePod(o runtime.Object) runtime.Object {
 		Status: corev1.PodStatus{ResourceClaimStatuses: p.Status.ResourceClaimStatuses},
 	}
 	return p
+}
+
+// pruneNode drops the node's status (images, conditions, addresses...), which nothing reads:
+// node selection uses the name and labels.
+func pruneNode(o runtime.Object) runtime.Object {
+	if n, ok := o.(*corev1.Node); ok {
+		n.Status = corev1.NodeStatus{}
+	}
+	return o
 }
 
 // compactSlice caches slices in compact form: a typed slice holds a map per device, about

@@ -21,9 +21,9 @@ import (
 	"github.com/draforge/draforge/engine"
 )
 
-// TestTypedCachesShareObjects: slices and pods are cached once, typed (slices in compact form),
-// managedFields stripped and pods pruned; the drivers' stores hold the informers' own
-// pointers. Nodes stay unstructured (the node machine reconciles them), managedFields stripped.
+// TestTypedCachesShareObjects: slices, nodes and pods are cached once, typed (slices in compact
+// form), managedFields stripped and pods and nodes pruned; the drivers' stores hold the
+// informers' own pointers.
 func TestTypedCachesShareObjects(t *testing.T) {
 	toU := func(o any) *unstructured.Unstructured {
 		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o)
@@ -93,8 +93,8 @@ func TestTypedCachesShareObjects(t *testing.T) {
 	}
 
 	o, _, _ = inf.For(claims.NodesGVR).GetStore().GetByKey(node)
-	n, ok := o.(*unstructured.Unstructured)
-	if !ok || n.GetManagedFields() != nil || n.GetLabels()["x"] != "y" {
+	n, ok := o.(*corev1.Node)
+	if !ok || n.ManagedFields != nil || n.Status.Images != nil || n.Labels["x"] != "y" {
 		t.Errorf("node cached as %T %+v", o, o)
 	}
 	o, _, _ = inf.For(claims.SlicesGVR).GetStore().GetByKey("s")

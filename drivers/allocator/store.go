@@ -126,13 +126,10 @@ func (a *Allocator) DeleteClass(class *resourcev1.DeviceClass) {
 }
 
 // UpsertNode records an added or updated Node. Only observed nodes are allocation targets.
-// Only what node selection reads (name, UID, labels) is kept: Nodes are cached unstructured
-// for the node machine, so node is a converted copy whose status nothing here reads.
 func (a *Allocator) UpsertNode(node *corev1.Node) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.nodes[node.Name] = &corev1.Node{TypeMeta: node.TypeMeta, ObjectMeta: metav1.ObjectMeta{
-		Name: node.Name, UID: node.UID, ResourceVersion: node.ResourceVersion, Labels: node.Labels}}
+	a.nodes[node.Name] = node
 }
 
 // DeleteNode forgets a Node.

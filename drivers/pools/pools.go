@@ -46,12 +46,7 @@ type Driver struct {
 	pools  cache.SharedIndexInformer
 	slices cache.SharedIndexInformer
 	nodes  cache.SharedIndexInformer
-	// typedNodes are the Nodes' names and labels (what pools select by) by name, with the
-	// resourceVersion they were converted from: Nodes are cached unstructured (the node
-	// machine reconciles them), and converting each on every plan would cost ~1000× per plan.
-	nodesMu    sync.Mutex
-	typedNodes map[string]*corev1.Node
-	now        func() time.Time
+	now    func() time.Time
 	// expect holds, per slice name, the resourceVersion of our last write (0 for a delete)
 	// until the slice cache shows it, so a pass never plans on a cache that lags our writes.
 	expectMu sync.Mutex
@@ -61,7 +56,7 @@ type Driver struct {
 // Register adds the driver's indexes to the informers and its functions to reg.
 func Register(reg *engine.Registry, inf *engine.Informers, kube kubernetes.Interface, dyn dynamic.Interface) (*Driver, error) {
 	d := &Driver{kube: kube, dyn: dyn, inf: inf, pools: inf.For(simdevice.GVR), slices: inf.For(claims.SlicesGVR),
-		nodes: inf.For(claims.NodesGVR), typedNodes: map[string]*corev1.Node{}, now: time.Now, expect: map[string]uint64{}}
+		nodes: inf.For(claims.NodesGVR), now: time.Now, expect: map[string]uint64{}}
 	if err := d.slices.AddIndexers(cache.Indexers{
 		byUID: labelIndex(func(l map[string]string) string { return l[simdevice.LabelSDPUID] }),
 		byOwner: labelIndex(func(l map[string]string) string {
@@ -205,33 +200,11 @@ func (d *Driver) owned(obj *unstructured.Unstructured) []*resourcev1.ResourceSli
 	return out
 }
 
-// nodeList reads the Node cache itself (never behind the event that triggered the pass) and
-// converts only nodes whose resourceVersion changed since the last plan.
 func (d *Driver) nodeList() []*corev1.Node {
-	d.nodesMu.Lock()
-	defer d.nodesMu.Unlock()
-	objs := d.nodes.GetStore().List()
-	nodes := make([]*corev1.Node, 0, len(objs))
-	seen := make(map[string]bool, len(objs))
-	for _, o := range objs {
-		m, err := meta.Accessor(o)
-		if err != nil {
-			continue
-		}
-		seen[m.GetName()] = true
-		if n := d.typedNodes[m.GetName()]; n != nil && n.ResourceVersion == m.GetResourceVersion() {
-			nodes = append(nodes, n)
-			continue
-		}
+	var nodes []*corev1.Node
+	for _, o := range d.nodes.GetStore().List() {
 		if n, ok := engine.Typed[corev1.Node](o); ok {
-			n = &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name, UID: n.UID, ResourceVersion: n.ResourceVersion, Labels: n.Labels}}
-			d.typedNodes[n.Name] = n
 			nodes = append(nodes, n)
-		}
-	}
-	for name := range d.typedNodes {
-		if !seen[name] {
-			delete(d.typedNodes, name)
 		}
 	}
 	return nodes
