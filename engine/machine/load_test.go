@@ -101,8 +101,8 @@ func TestDefault(t *testing.T) {
 		byName[m.Name] = m
 	}
 	pool, claim := byName["pool"], byName["claim"]
-	if len(ms) != 2 || pool == nil || claim == nil {
-		t.Fatalf("want machines claim and pool, got %d", len(ms))
+	if len(ms) != 3 || pool == nil || claim == nil || byName["node"] == nil {
+		t.Fatalf("want machines claim, node and pool, got %d", len(ms))
 	}
 	if got := strings.Join(pool.StateOrder, ","); got != "pending,synced,blocked,invalid,finalizing,terminal-error" {
 		t.Errorf("pool state order %s", got)
