@@ -180,3 +180,38 @@ func deployment(name string, replicas int32, labels map[string]string, tpl *core
 		},
 	}
 }
+
+// TestScenarioSimulatedNodes: a scenario file's SimulatedNodes document is applied by `scenario
+// apply` (before the pools that select its nodes) and removed by `scenario reset`.
+func TestScenarioSimulatedNodes(t *testing.T) {
+	e := newEnv(t)
+	ctx := t.Context()
+	prefix := "sc-" + rand.String(4)
+	f := filepath.Join(t.TempDir(), "scenario.yaml")
+	src := fmt.Sprintf("apiVersion: draforge.oaslananka/v1alpha1\nkind: SimulatedNodes\nmetadata:\n  name: %[1]s\nspec:\n  prefix: %[1]s\n  names: [x, y]\n  allocatable: {pods: 5}\n", prefix)
+	if err := os.WriteFile(f, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := mustCLI(t, "scenario", "apply", "-f", f)
+	if !strings.Contains(out, "SimulatedNodes "+prefix+" serverside-applied") {
+		t.Errorf("scenario apply said %q", out)
+	}
+	for _, name := range []string{prefix + "-x", prefix + "-y"} {
+		n, err := e.Kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n.Status.Allocatable.Pods().Value() != 5 || n.Labels[simnode.LabelSimulated] != "true" {
+			t.Errorf("%s: allocatable %v labels %v", name, n.Status.Allocatable, n.Labels)
+		}
+	}
+	out = mustCLI(t, "scenario", "reset", "-f", f)
+	if !strings.Contains(out, "SimulatedNodes "+prefix+" deleted") {
+		t.Errorf("scenario reset said %q", out)
+	}
+	for _, name := range []string{prefix + "-x", prefix + "-y"} {
+		if _, err := e.Kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{}); err == nil {
+			t.Errorf("node %s still there after scenario reset", name)
+		}
+	}
+}
