@@ -81,7 +81,7 @@ func Decode(u *unstructured.Unstructured) (Spec, error) {
 		return s, err
 	}
 	if err := json.Unmarshal(b, &s); err != nil {
-		return s, fmt.Errorf("SimulatedNodes %s: %w", u.GetName(), err)
+		return s, fmt.Errorf("SimulatedNodes %s: %w (unquoted y, n, yes, no, on, off are booleans in Kubernetes YAML: quote them)", u.GetName(), err)
 	}
 	return s, s.check()
 }

@@ -188,7 +188,7 @@ func TestScenarioSimulatedNodes(t *testing.T) {
 	ctx := t.Context()
 	prefix := "sc-" + rand.String(4)
 	f := filepath.Join(t.TempDir(), "scenario.yaml")
-	src := fmt.Sprintf("apiVersion: draforge.oaslananka/v1alpha1\nkind: SimulatedNodes\nmetadata:\n  name: %[1]s\nspec:\n  prefix: %[1]s\n  names: [x, y]\n  allocatable: {pods: 5}\n", prefix)
+	src := fmt.Sprintf("apiVersion: draforge.oaslananka/v1alpha1\nkind: SimulatedNodes\nmetadata:\n  name: %[1]s\nspec:\n  prefix: %[1]s\n  names: [x, z]\n  allocatable: {pods: 5}\n", prefix)
 	if err := os.WriteFile(f, []byte(src), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -196,7 +196,7 @@ func TestScenarioSimulatedNodes(t *testing.T) {
 	if !strings.Contains(out, "SimulatedNodes "+prefix+" serverside-applied") {
 		t.Errorf("scenario apply said %q", out)
 	}
-	for _, name := range []string{prefix + "-x", prefix + "-y"} {
+	for _, name := range []string{prefix + "-x", prefix + "-z"} {
 		n, err := e.Kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -209,7 +209,7 @@ func TestScenarioSimulatedNodes(t *testing.T) {
 	if !strings.Contains(out, "SimulatedNodes "+prefix+" deleted") {
 		t.Errorf("scenario reset said %q", out)
 	}
-	for _, name := range []string{prefix + "-x", prefix + "-y"} {
+	for _, name := range []string{prefix + "-x", prefix + "-z"} {
 		if _, err := e.Kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{}); err == nil {
 			t.Errorf("node %s still there after scenario reset", name)
 		}
