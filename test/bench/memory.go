@@ -127,6 +127,8 @@ var memoryGVRs = map[schema.GroupVersionResource]string{
 	claims.PodsGVR:                          "PodList",
 	{Version: "v1", Resource: "namespaces"}: "NamespaceList",
 	pools.CRDGVR:                            "CustomResourceDefinitionList",
+	// The node machine's related Leases.
+	{Group: "coordination.k8s.io", Version: "v1", Resource: "leases"}: "LeaseList",
 }
 
 // MeasureMemory returns the heap bytes per object that the controller's caches hold for n
