@@ -9,8 +9,12 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	"k8s.io/client-go/util/workqueue"
 
 	"github.com/draforge/draforge/engine/machine"
 )
@@ -315,7 +319,7 @@ func TestDecideTimers(t *testing.T) {
 	if st.Transition != nil || st.RequeueAfter != j {
 		t.Errorf("finish 30s after start with jitter %s: event %q, requeue %s", j, st.Event, st.RequeueAfter)
 	}
-	if st := decide(m, started(30*time.Second+j), idle()); st.Event != "finish" || st.To != "done" || st.Conditions != nil {
+	if st := decide(m, started(30*time.Second+j), idle()); st.Event != "finish" || st.To != "done" || len(st.Conditions) != 1 || st.Conditions[0].Reason != "Done" {
 		t.Errorf("finish due: event %q to %s conditions %v", st.Event, st.To, st.Conditions)
 	}
 }
@@ -410,6 +414,16 @@ func TestStepFiresThroughFSM(t *testing.T) {
 	if st.Outcome != Wait || st.To != "pending" || st.RequeueAfter != time.Minute || obj.Object["status"] != nil {
 		t.Errorf("pending: outcome %s to %s requeue %s status %v", st.Outcome, st.To, st.RequeueAfter, obj.Object["status"])
 	}
+	// Entering a terminal state shows its conditions, so the next pass derives it.
+	obj = job(func(o map[string]any) {
+		withReady("Running", 3)(o)
+		o["status"].(map[string]any)["startTime"] = t0.Add(-time.Hour).Format(time.RFC3339)
+	})
+	fresh := map[string]map[string]any{"lease": {"spec": map[string]any{"renewTime": t0.Format(time.RFC3339)}}}
+	st, _ = run(obj, nil, &fakeFacts{related: fresh})
+	if st.To != "done" || readyOf(obj)["reason"] != "Done" || Decide(loadJob(t), Input{Object: obj, Facts: &fakeFacts{}, Now: t0}).From != "done" {
+		t.Errorf("finish: to %s, ready %v", st.To, readyOf(obj))
+	}
 	// Terminal states fire nothing and write nothing.
 	obj = job(withReady("Done", 1))
 	if st, a := run(obj, nil, &fakeFacts{}); st.To != "done" || st.Transition != nil || len(a.calls) != 0 {
@@ -471,5 +485,61 @@ func TestTemplatesRender(t *testing.T) {
 	want := "map[count:1 fixed:40 holder:j label:yes path:yes renew:2026-07-02T12:00:00.001500Z version:0]"
 	if fmt.Sprint(v) != want {
 		t.Errorf("rendered %v\nwant     %s", v, want)
+	}
+}
+
+// TestHandleOutcomes applies steps' outcomes to a real queue: retry backs off and counts,
+// terminal marks the object for its generation and writes the terminal state's conditions,
+// pending forgets the key and requeues after its time.
+func TestHandleOutcomes(t *testing.T) {
+	obj := job(nil)
+	gvr := schema.GroupVersionResource{Group: "example.io", Version: "v1", Resource: "jobs"}
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+		map[schema.GroupVersionResource]string{gvr: "JobList"}, obj.DeepCopy())
+	r := testRunner(t, lifecycle, (&jobActions{}).registry(), t0)
+	r.e.o.Dynamic = dyn
+	r.limiter = newBackoffLimiter[string](r.m.Backoff)
+	r.queue = workqueue.NewTypedRateLimitingQueueWithConfig[string](r.limiter, workqueue.TypedRateLimitingQueueConfig[string]{})
+	defer r.queue.ShutDown()
+	key := "ns/j"
+	conflict := apierrors.NewConflict(schema.GroupResource{Resource: "jobs"}, "j", errors.New("x"))
+
+	for i := range 2 {
+		st := ErrorStep(r.m, Step{From: "pending", To: "running", Event: "start"}, conflict, r.queue.NumRequeues(key))
+		if st.Outcome != Retry {
+			t.Fatalf("attempt %d: %s", i, st.Outcome)
+		}
+		r.handle(t.Context(), key, st, obj)
+	}
+	if n := r.queue.NumRequeues(key); n != 2 {
+		t.Fatalf("requeues %d, want 2", n)
+	}
+	// maxRetries (2) reached: terminal.
+	st := ErrorStep(r.m, Step{From: "pending", To: "running", Event: "start"}, conflict, r.queue.NumRequeues(key))
+	if st.Outcome != Terminal || st.To != "failed" {
+		t.Fatalf("third conflict: %s to %s", st.Outcome, st.To)
+	}
+	r.handle(t.Context(), key, st, obj)
+	if r.queue.NumRequeues(key) != 0 || !r.terminalMarked(obj) {
+		t.Errorf("terminal: requeues %d, marked %v", r.queue.NumRequeues(key), r.terminalMarked(obj))
+	}
+	if got := Decide(r.m, Input{Object: obj, Facts: &fakeFacts{}, Now: t0, TerminalMarked: r.terminalMarked(obj)}); got.From != "failed" {
+		t.Errorf("marked object derives %s", got.From)
+	}
+	written, err := dyn.Resource(gvr).Namespace("ns").Get(t.Context(), "j", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := readyOf(written); c["reason"] != "Failed" || !strings.Contains(fmt.Sprint(c["message"]), "Conflict") {
+		t.Errorf("terminal conditions written: %v", written.Object["status"])
+	}
+	// A new generation clears the mark.
+	next := obj.DeepCopy()
+	next.SetGeneration(4)
+	if r.terminalMarked(next) || r.terminalMarked(obj) {
+		t.Error("mark survived a spec change")
+	}
+	if h := r.hist.get(key); len(h) != 3 || h[0].Outcome != "retry" || h[2].Outcome != "terminal" || h[2].To != "failed" || h[2].ErrorClass != "Conflict" {
+		t.Errorf("history %+v", h)
 	}
 }

@@ -1,7 +1,10 @@
 // Package engine runs CUE-defined state machines (engine/machine) against Kubernetes objects:
-// dynamic informers feed one typed workqueue per machine; each sync re-derives the object's
-// state, fires the first permitted event through looplab/fsm, runs the transition's driver
-// actions, writes status only when it changed, and applies the machine's backoff table to errors.
+// dynamic informers feed one typed workqueue per machine. Each pass is the pure step Decide
+// (decide.go, predicates.go: derive the state, choose the state's first transition whose test
+// holds and whose timer is due, render conditions) followed by the apply step (this file,
+// actions.go, status.go): the transition fires through looplab/fsm, whose callback runs its
+// actions, status is written only when it changed, and the step's outcome drives the queue
+// (requeue after, pending, blocked, retry with the machine's backoff table, terminal).
 package engine
 
 import (
@@ -479,13 +482,15 @@ func (r *runner) sync(ctx context.Context, key string) (Step, *unstructured.Unst
 	obj := u.DeepCopy()
 	in := r.input(ctx, obj)
 	st := r.step(ctx, in)
-	if st.Outcome == Retry || st.Outcome == Terminal {
-		return st, obj
-	}
 	// Actions that wrote the object itself (finalizers, metadata) hand back its new
 	// resourceVersion: wait for the cache to show it before deciding anything else.
 	if rv := obj.GetResourceVersion(); rv != u.GetResourceVersion() {
 		r.expect(obj, rv)
+	}
+	if st.Outcome != Done {
+		// Pending, blocked without a mapping, retry, terminal: what the actions left in
+		// memory is not written.
+		return st, obj
 	}
 	if err := r.writeStatus(ctx, obj, statusOf(u)); err != nil {
 		// An action that removed the last finalizer of a deleting object made it go away.
@@ -541,7 +546,9 @@ func (r *runner) step(ctx context.Context, in Input) Step {
 			}
 		}
 	}
-	if r.m.Status.Conditions && !r.m.States[st.To].Terminal {
+	// An object resting in a terminal state is left alone; one entering it shows its conditions
+	// (they are how the next pass derives it).
+	if r.m.Status.Conditions && !r.m.States[st.From].Terminal {
 		r.setConditions(in.Object, st.Conditions)
 	}
 	return st

@@ -2,7 +2,6 @@ package machine
 
 import (
 	"encoding/json"
-	"fmt"
 	"regexp"
 	"slices"
 	"strings"
@@ -253,5 +252,3 @@ type ref struct {
 	name string
 	sels []any
 }
-
-var _ = fmt.Sprint

@@ -9,6 +9,7 @@ import (
 	"path"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 
 	"cuelang.org/go/cue"
@@ -169,10 +170,19 @@ func (l *loader) build(f *ast.File) (cue.Value, error) {
 		if path == SchemaImport {
 			return l.schemaInst
 		}
+		if !strings.Contains(strings.Split(path, "/")[0], ".") {
+			return nil // standard library: built in
+		}
 		bad := l.bctx.NewInstance(path, nil)
 		bad.Err = cueerrors.Newf(pos, "machine files may import only %q", SchemaImport)
 		return bad
 	})
+	for spec := range f.ImportSpecs() {
+		// The standard library (no domain in the path) is built in.
+		if path, _ := strconv.Unquote(spec.Path.Value); path != SchemaImport && strings.Contains(strings.Split(path, "/")[0], ".") {
+			return cue.Value{}, cueerrors.Newf(spec.Path.Pos(), "import %s: machine files may import only %q", spec.Path.Value, SchemaImport)
+		}
+	}
 	unbind(f)
 	if err := inst.AddSyntax(f); err != nil {
 		return cue.Value{}, err

@@ -229,6 +229,30 @@ func TestFSMEvents(t *testing.T) {
 	}
 }
 
+// TestStandardLibraryImport: machine files may use CUE's standard library beside the schemas.
+func TestStandardLibraryImport(t *testing.T) {
+	src := `package machines
+
+import (
+	"strings"
+	"github.com/draforge/draforge/schemas"
+)
+
+machine: [string]: schemas.#Machine
+machine: std: {
+	resource: {group: "example.io", version: "v1", resource: "things"}
+	namespaced: true
+	states: {a: {}, failed: terminal: true}
+	initial: "a"
+	terminalState: strings.ToLower("FAILED")
+}
+`
+	ms, err := Load(fstest.MapFS{"std.cue": {Data: []byte(src)}}, knownNames)
+	if err != nil || len(ms) != 1 || ms[0].TerminalState != "failed" {
+		t.Fatalf("std import: %v", err)
+	}
+}
+
 func FuzzLoad(f *testing.F) {
 	for _, n := range []string{"pool.cue", "claim.cue"} {
 		src, _ := fs.ReadFile(machines.FS, n)

@@ -96,6 +96,29 @@ func CompileString(s string) (*Template, error) {
 	return t, nil
 }
 
+// IsLiteral reports whether rendering needs no data (no template anywhere).
+func (t *Template) IsLiteral() bool {
+	switch {
+	case t == nil:
+		return true
+	case t.isMap:
+		for _, f := range t.fields {
+			if !f.IsLiteral() {
+				return false
+			}
+		}
+		return true
+	case t.isList:
+		for _, e := range t.list {
+			if !e.IsLiteral() {
+				return false
+			}
+		}
+		return true
+	}
+	return t.text == nil
+}
+
 // IsZero reports whether the template is absent or the empty string.
 func (t *Template) IsZero() bool { return t == nil || (t.text == nil && t.literal == "") }
 
