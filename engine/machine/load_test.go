@@ -101,8 +101,8 @@ func TestDefault(t *testing.T) {
 		byName[m.Name] = m
 	}
 	pool, claim := byName["pool"], byName["claim"]
-	if len(ms) != 2 || pool == nil || claim == nil {
-		t.Fatalf("want machines claim and pool, got %d", len(ms))
+	if len(ms) != 3 || pool == nil || claim == nil || byName["node"] == nil {
+		t.Fatalf("want machines claim, node and pool, got %d", len(ms))
 	}
 	if got := strings.Join(pool.StateOrder, ","); got != "pending,synced,blocked,invalid,finalizing,terminal-error" {
 		t.Errorf("pool state order %s", got)
@@ -155,7 +155,7 @@ func TestDefaultNeedsKnownNames(t *testing.T) {
 
 func TestLoadDir(t *testing.T) {
 	ms, err := LoadDir("../../machines", knownNames)
-	if err != nil || len(ms) != 2 || ms[0].Source != "../../machines/claim.cue" {
+	if err != nil || len(ms) != 3 || ms[0].Source != "../../machines/claim.cue" {
 		t.Fatalf("LoadDir: %d machines, %v", len(ms), err)
 	}
 }
@@ -201,7 +201,12 @@ func TestFSMEvents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pool := ms[1]
+	var pool *Machine
+	for _, m := range ms {
+		if m.Name == "pool" {
+			pool = m
+		}
+	}
 	f := fsm.NewFSM("pending", pool.FSMEvents(), nil)
 	ctx := context.Background()
 	if err := f.Event(ctx, "invalid"); err != nil || f.Current() != "invalid" {

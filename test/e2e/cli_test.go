@@ -57,7 +57,7 @@ func mustCLI(t *testing.T, args ...string) string {
 // installCRD applies the SDP CRD and the simulated nodes (see env.installCRDs).
 func installCRD(t *testing.T, e *env) { e.Setup(t) }
 
-// createNodes returns node-a/b/c (cluster-scoped, from examples/nodes.yaml, shared by tests).
+// createNodes returns node-a/b/c (cluster-scoped, from examples/simulated-nodes.yaml, shared by tests).
 func createNodes(t *testing.T, e *env) []*corev1.Node {
 	t.Helper()
 	e.Setup(t)
@@ -319,10 +319,10 @@ func TestCLIScenarioVet(t *testing.T) {
 
 func TestCLIMachines(t *testing.T) {
 	out := mustCLI(t, "machines", "vet")
-	if !strings.Contains(out, "machine pool ok") || !strings.Contains(out, "machine claim ok") {
+	if !strings.Contains(out, "machine pool ok") || !strings.Contains(out, "machine claim ok") || !strings.Contains(out, "machine node ok") {
 		t.Errorf("machines vet:\n%s", out)
 	}
-	if g := mustCLI(t, "machines", "graph"); strings.Count(g, "stateDiagram-v2") != 2 {
+	if g := mustCLI(t, "machines", "graph"); strings.Count(g, "stateDiagram-v2") != 3 {
 		t.Errorf("machines graph:\n%s", g)
 	}
 	dir := t.TempDir()

@@ -483,8 +483,9 @@ func TestKubeletPlugin(t *testing.T) {
 }
 
 // TestKindExampleApplies applies examples/kind/sim-gpu-pod.yaml (what kind:up runs on a real
-// node) to the API server, in the test's namespace, and checks that its pool targets real
-// Linux nodes and not the simulated ones of examples/nodes.yaml.
+// node) to the API server, in the test's namespace, and checks that its pool targets a real
+// node labelled as kind:up labels it and none of the simulated ones of
+// examples/simulated-nodes.yaml.
 func TestKindExampleApplies(t *testing.T) {
 	e := newEnv(t)
 	e.Setup(t)
@@ -509,9 +510,10 @@ func TestKindExampleApplies(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			real := node("kind-control-plane", map[string]string{"kubernetes.io/os": "linux", "kubernetes.io/hostname": "kind-control-plane"})
+			real := node("kind-control-plane", map[string]string{"kubernetes.io/os": "linux", "kubernetes.io/hostname": "kind-control-plane",
+				"draforge.test/real-gpus": "true"})
 			if !p.Targets(real) {
-				t.Error("the example pool does not target a real Linux node")
+				t.Error("the example pool does not target a real node labelled by kind:up")
 			}
 			for _, n := range []string{"node-a", "node-b", "node-c"} {
 				sim, err := e.Kube.CoreV1().Nodes().Get(t.Context(), n, metav1.GetOptions{})

@@ -34,6 +34,16 @@ func TestKubeletPluginDaemonSet(t *testing.T) {
 	if pod.ServiceAccountName != kubeletPluginName || pod.AutomountServiceAccountToken == nil || !*pod.AutomountServiceAccountToken {
 		t.Errorf("service account %q automount %v", pod.ServiceAccountName, pod.AutomountServiceAccountToken)
 	}
+	// Never scheduled on simulated nodes: no kubelet runs there.
+	a := pod.Affinity
+	if a == nil || a.NodeAffinity == nil || a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil ||
+		len(a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms) != 1 {
+		t.Fatalf("affinity %+v", a)
+	}
+	if e := a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms[0].MatchExpressions; len(e) != 1 ||
+		e[0].Key != "draforge.oaslananka/simulated" || e[0].Operator != corev1.NodeSelectorOpDoesNotExist {
+		t.Errorf("node affinity %+v: want draforge.oaslananka/simulated DoesNotExist", e)
+	}
 	if pod.HostNetwork || pod.HostPID || pod.HostIPC {
 		t.Error("the plugin needs no host namespaces")
 	}
