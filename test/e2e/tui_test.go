@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -12,7 +13,10 @@ import (
 	"time"
 
 	"github.com/creack/pty"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/draforge/draforge/drivers/gvr"
 )
 
 // ansi matches the escape sequences a terminal renderer writes (CSI, OSC, charset, keypad).
@@ -33,7 +37,8 @@ func (s *screen) text() string {
 // TestTUILive runs `draforge tui` in a pseudo-terminal against the local control plane: the
 // claims view filtered to a claim shows it Pending while its pool does not exist, then
 // Allocated once the SimulatedDevicePool is applied and the controller allocates it, without
-// any key press in between (the informer-fed snapshot redraws the screen).
+// any key press in between (the informer-fed snapshot redraws the screen). With --allow-faults,
+// F then y marks the claim's device unhealthy in its pool.
 func TestTUILive(t *testing.T) {
 	e := newEnv(t)
 	e.Setup(t)
@@ -56,7 +61,7 @@ func TestTUILive(t *testing.T) {
 		t.Fatal("no SimulatedDevicePool in basic-gpu.yaml")
 	}
 
-	cmd := exec.CommandContext(t.Context(), draforgeBinary(t), "--kubeconfig", kubeconfigPath, "tui")
+	cmd := exec.CommandContext(t.Context(), draforgeBinary(t), "--kubeconfig", kubeconfigPath, "tui", "--allow-faults")
 	cmd.Dir = repoRoot()
 	cmd.Env = append(os.Environ(), "TERM=xterm-256color")
 	tty, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 40, Cols: 180})
@@ -103,7 +108,7 @@ func TestTUILive(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor("the overview", 0, func(s string) bool { return strings.Contains(s, "Claims ") && strings.Contains(s, "read-only") })
+	waitFor("the overview", 0, func(s string) bool { return strings.Contains(s, "Claims ") && strings.Contains(s, "F fault (asks first)") })
 	send("4")
 	time.Sleep(200 * time.Millisecond)
 	send("/single-gpu")
@@ -114,7 +119,21 @@ func TestTUILive(t *testing.T) {
 	})
 
 	e.Apply(t, "", pool)
-	waitFor("single-gpu Allocated", at, func(s string) bool { return strings.Contains(s, "Allocated") || strings.Contains(s, "Reserved") })
+	at = waitFor("single-gpu Allocated", at, func(s string) bool { return strings.Contains(s, "Allocated") || strings.Contains(s, "Reserved") })
+
+	// Fault injection asks first, then writes the device's fault into the pool.
+	send("F")
+	at = waitFor("the confirmation", at, func(s string) bool { return strings.Contains(s, "unhealthy? y to confirm") })
+	send("y")
+	waitFor("the outcome", at, func(s string) bool { return strings.Contains(s, "marked unhealthy") })
+	u, err := e.Dynamic.Resource(gvr.SimulatedDevicePools).Namespace(pool.GetNamespace()).Get(t.Context(), pool.GetName(), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs, _, _ := unstructured.NestedSlice(u.Object, "spec", "faults")
+	if len(fs) != 1 || !strings.Contains(fmt.Sprint(fs), "unhealthy") || !strings.Contains(fmt.Sprint(fs), "node-a") {
+		t.Errorf("pool faults after F, y: %v", fs)
+	}
 
 	send("q")
 	exited := make(chan error, 1)

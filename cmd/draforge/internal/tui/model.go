@@ -47,6 +47,27 @@ type Row struct {
 	Key     string
 	Text    string
 	Pending bool // a claim or pod that explain can say something about
+	// Fault is the simulated device an allocated claim holds (its first one), the target of
+	// fault injection; nil when the device is not from a SimulatedDevicePool.
+	Fault *FaultTarget
+}
+
+// FaultTarget is one device of a SimulatedDevicePool on one node.
+type FaultTarget struct {
+	Namespace, Pool, Device, Node string
+}
+
+func (f FaultTarget) String() string {
+	return fmt.Sprintf("device %s of SimulatedDevicePool %s/%s on node %s", f.Device, f.Namespace, f.Pool, f.Node)
+}
+
+// Injector marks a device unhealthy (spec.faults of its SimulatedDevicePool).
+type Injector func(context.Context, FaultTarget) error
+
+// FaultMsg reports the outcome of an injection.
+type FaultMsg struct {
+	Target FaultTarget
+	Err    error
 }
 
 // Model is the TUI state.
@@ -66,10 +87,20 @@ type Model struct {
 	detailKey   string
 	detail      []string
 	explainWait bool
+
+	inject  Injector
+	confirm *FaultTarget // a fault waiting for y
+	message string       // one-line status (fault outcome, read-only notice)
 }
 
-// New returns a model waiting for its first snapshot.
+// New returns a read-only model waiting for its first snapshot.
 func New() *Model { return &Model{width: 100, height: 30} }
+
+// WithFaults enables fault injection (F on an allocated claim, then y to confirm).
+func (m *Model) WithFaults(inject Injector) *Model {
+	m.inject = inject
+	return m
+}
 
 // Init implements tea.Model.
 func (m *Model) Init() tea.Cmd { return nil }
@@ -110,6 +141,9 @@ func (m *Model) listHeight() int {
 	if len(m.detail) > 0 {
 		h -= min(len(m.detail), m.height/2) + 1
 	}
+	if m.confirm != nil || m.message != "" {
+		h--
+	}
 	return max(h, 1)
 }
 
@@ -124,6 +158,12 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		if m.detailKey != "" {
 			return m, m.explainCmd(m.detailKey) // keep the open explanation current
 		}
+	case FaultMsg:
+		if msg.Err != nil {
+			m.message = "fault injection failed: " + msg.Err.Error()
+		} else {
+			m.message = "marked unhealthy: " + msg.Target.String()
+		}
 	case ExplainMsg:
 		if msg.Key == m.detailKey {
 			m.detail, m.explainWait = msg.Lines, false
@@ -136,6 +176,17 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 
 func (m *Model) key(k tea.KeyPressMsg) tea.Cmd {
 	s := k.String()
+	if m.confirm != nil {
+		t := *m.confirm
+		m.confirm = nil
+		if s != "y" {
+			m.message = "fault injection cancelled"
+			return nil
+		}
+		m.message = "injecting: " + t.String() + " …"
+		inject := m.inject
+		return func() tea.Msg { return FaultMsg{Target: t, Err: inject(context.Background(), t)} }
+	}
 	if m.filtering {
 		switch s {
 		case "enter":
@@ -187,6 +238,18 @@ func (m *Model) key(k tea.KeyPressMsg) tea.Cmd {
 			m.filter = ""
 		}
 		m.clamp()
+	case "F":
+		r := m.Cursor()
+		switch {
+		case m.inject == nil:
+			m.message = "read-only: start draforge tui with --allow-faults to inject faults"
+		case r == nil || r.Fault == nil:
+			m.message = "select an allocated claim holding a simulated device to inject a fault"
+		default:
+			t := *r.Fault
+			m.confirm = &t
+			m.message = ""
+		}
 	case "enter", "e":
 		if r := m.Cursor(); r != nil && (strings.HasPrefix(r.Key, "claim:") || strings.HasPrefix(r.Key, "pod:")) {
 			m.detailKey, m.explainWait = r.Key, true
@@ -285,6 +348,10 @@ func buildRows(s *inventory.Snapshot) [numTabs][]Row {
 		return rows
 	}
 	pools := inventory.Pools(s, true)
+	sdpOf := map[inventory.PoolID]string{}
+	for _, p := range pools {
+		sdpOf[p.PoolID] = p.SDP
+	}
 	var devices []inventory.DeviceView
 	allocated, tainted := 0, 0
 	for _, p := range pools {
@@ -308,7 +375,14 @@ func buildRows(s *inventory.Snapshot) [numTabs][]Row {
 		if c.State == inventory.ClaimPending {
 			pending++
 		}
-		rows[TabClaims] = append(rows[TabClaims], Row{Key: "claim:" + c.Namespace + "/" + c.Name, Pending: c.State == inventory.ClaimPending,
+		var fault *FaultTarget
+		if len(c.Allocations) > 0 && c.Node != "" {
+			a := c.Allocations[0]
+			if ns, name, ok := strings.Cut(sdpOf[inventory.PoolID{Driver: a.Driver, Pool: a.Pool}], "/"); ok {
+				fault = &FaultTarget{Namespace: ns, Pool: name, Device: a.Device, Node: c.Node}
+			}
+		}
+		rows[TabClaims] = append(rows[TabClaims], Row{Key: "claim:" + c.Namespace + "/" + c.Name, Pending: c.State == inventory.ClaimPending, Fault: fault,
 			Text: fmt.Sprintf("%-40s %-9s %-16s %s", c.Namespace+"/"+c.Name, c.State, orDash(c.Node), orDash(strings.Join(devs, ", ")))})
 	}
 	pods := inventory.Pods(s)

@@ -1,6 +1,7 @@
 package tui
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -225,5 +226,52 @@ func TestQuit(t *testing.T) {
 	press(m, "/")
 	if cmd := press(m, "q"); cmd != nil || m.filter != "q" {
 		t.Errorf("q while filtering should type: filter %q", m.filter)
+	}
+}
+
+// Read-only by default: F only says how to enable faults.
+func TestFaultsReadOnlyByDefault(t *testing.T) {
+	m := New()
+	m.Update(SnapshotMsg{Snapshot: it.Healthy(), Version: 1})
+	press(m, "4")
+	if cmd := press(m, "F"); cmd != nil {
+		t.Fatal("F returned a command in read-only mode")
+	}
+	if out := m.Render(); !strings.Contains(out, "read-only: start draforge tui with --allow-faults") || !strings.Contains(out, "· read-only") {
+		t.Errorf("no read-only notice:\n%s", out)
+	}
+}
+
+// With faults enabled, F on an allocated claim asks first; anything but y cancels; y injects
+// exactly the claim's device on its node.
+func TestFaultNeedsConfirmation(t *testing.T) {
+	var got []FaultTarget
+	m := New().WithFaults(func(_ context.Context, f FaultTarget) error { got = append(got, f); return nil })
+	m.Update(SnapshotMsg{Snapshot: it.Healthy(), Version: 1})
+	press(m, "4") // cursor on demo/used, allocated gpu-0 on node-a
+	press(m, "F")
+	if out := m.Render(); !strings.Contains(out, "Mark device gpu-0 of SimulatedDevicePool demo/gpus on node node-a unhealthy? y to confirm") {
+		t.Fatalf("no confirmation:\n%s", out)
+	}
+	if cmd := press(m, "n"); cmd != nil || len(got) != 0 || !strings.Contains(m.Render(), "fault injection cancelled") {
+		t.Fatalf("n did not cancel (%v)", got)
+	}
+	press(m, "F")
+	cmd := press(m, "y")
+	if cmd == nil {
+		t.Fatal("y did not inject")
+	}
+	m.Update(cmd())
+	want := FaultTarget{Namespace: "demo", Pool: "gpus", Device: "gpu-0", Node: "node-a"}
+	if len(got) != 1 || got[0] != want {
+		t.Fatalf("injected %+v, want %+v", got, want)
+	}
+	if !strings.Contains(m.Render(), "marked unhealthy: device gpu-0") {
+		t.Errorf("outcome not shown:\n%s", m.Render())
+	}
+	// A pending claim holds no device.
+	press(m, "down", "F")
+	if m.confirm != nil || !strings.Contains(m.Render(), "select an allocated claim") {
+		t.Errorf("pending claim offered a fault:\n%s", m.Render())
 	}
 }

@@ -8,7 +8,7 @@ import (
 )
 
 // keysLine is shown at the bottom of every screen.
-const keysLine = "tab/←→ 1-6 views · ↑↓ j k pgup pgdn g G move · / filter · enter explain · esc close · q quit · read-only"
+const keysLine = "tab/←→ 1-6 views · ↑↓ j k pgup pgdn g G move · / filter · enter explain · esc close · q quit"
 
 // View implements tea.Model.
 func (m *Model) View() tea.View {
@@ -30,7 +30,7 @@ func (m *Model) Render() string {
 	b.WriteString("\n")
 	if m.snap == nil {
 		b.WriteString("waiting for the informer caches …\n")
-		b.WriteString(keysLine)
+		b.WriteString(m.keys())
 		return b.String()
 	}
 	rows := m.Visible()
@@ -67,11 +67,24 @@ func (m *Model) Render() string {
 			b.WriteString(truncate(l, m.width) + "\n")
 		}
 	}
+	switch {
+	case m.confirm != nil:
+		b.WriteString(truncate("Mark "+m.confirm.String()+" unhealthy? y to confirm, any other key cancels", m.width) + "\n")
+	case m.message != "":
+		b.WriteString(truncate(m.message, m.width) + "\n")
+	}
 	if len(rows) > h {
 		b.WriteString(fmt.Sprintf("rows %d–%d of %d · ", off+1, min(off+h, len(rows)), len(rows)))
 	}
-	b.WriteString(keysLine)
+	b.WriteString(m.keys())
 	return b.String()
+}
+
+func (m *Model) keys() string {
+	if m.inject == nil {
+		return keysLine + " · read-only"
+	}
+	return keysLine + " · F fault (asks first)"
 }
 
 func truncate(s string, w int) string {
