@@ -108,7 +108,9 @@ func TestTUILive(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor("the overview", 0, func(s string) bool { return strings.Contains(s, "Claims ") && strings.Contains(s, "F fault (asks first)") })
+	waitFor("the overview", 0, func(s string) bool {
+		return strings.Contains(s, "Claims ") && strings.Contains(s, "F fault (asks first)")
+	})
 	send("4")
 	time.Sleep(200 * time.Millisecond)
 	send("/single-gpu")
