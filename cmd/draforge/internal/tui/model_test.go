@@ -178,6 +178,11 @@ func TestVirtualisedAtThousandNodes(t *testing.T) {
 	if lines := strings.Count(out, "\n") + 1; lines > 24 {
 		t.Errorf("%d lines for a 24-line terminal", lines)
 	}
+	for i, l := range strings.Split(out, "\n") {
+		if n := len([]rune(l)); n > 120 {
+			t.Errorf("line %d has %d columns on a 120-column terminal: %q", i, n, l)
+		}
+	}
 	if !strings.Contains(out, "rows 1–20 of 1000") || !strings.Contains(out, "n-0007") || !strings.Contains(out, "█···") || strings.Contains(out, "n-0020") {
 		t.Errorf("first page:\n%s", out)
 	}

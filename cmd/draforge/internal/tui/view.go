@@ -8,7 +8,7 @@ import (
 )
 
 // keysLine is shown at the bottom of every screen.
-const keysLine = "tab/←→ 1-6 views · ↑↓ j k pgup pgdn g G move · / filter · enter explain · esc close · q quit"
+const keysLine = "tab/1-6 views · ↑↓ jk pgup/dn g/G move · / filter · enter explain · esc close · q quit"
 
 // View implements tea.Model.
 func (m *Model) View() tea.View {
@@ -30,7 +30,7 @@ func (m *Model) Render() string {
 	b.WriteString("\n")
 	if m.snap == nil {
 		b.WriteString("waiting for the informer caches …\n")
-		b.WriteString(m.keys())
+		b.WriteString(truncate(m.keys(), m.width))
 		return b.String()
 	}
 	rows := m.Visible()
@@ -73,10 +73,11 @@ func (m *Model) Render() string {
 	case m.message != "":
 		b.WriteString(truncate(m.message, m.width) + "\n")
 	}
+	last := m.keys()
 	if len(rows) > h {
-		b.WriteString(fmt.Sprintf("rows %d–%d of %d · ", off+1, min(off+h, len(rows)), len(rows)))
+		last = fmt.Sprintf("rows %d–%d of %d · ", off+1, min(off+h, len(rows)), len(rows)) + last
 	}
-	b.WriteString(m.keys())
+	b.WriteString(truncate(last, m.width)) // one line, whatever the width
 	return b.String()
 }
 
