@@ -174,6 +174,12 @@ func TestServe(t *testing.T) {
 		ok := pod.Node == "node-a" && len(pod.Devices) == 1 && pod.Devices[0].Claim == "single-gpu" && pod.Devices[0].Pool == poolName && pod.Devices[0].Node == "node-a"
 		return ok, fmt.Sprintf("%+v", pod)
 	})
+	// The CLI says which device the bound pod holds (the claim is not reserved for it: no
+	// scheduler placed it).
+	if ex := mustCLI(t, "explain", "-n", ns, "pod/gpu-user"); !strings.Contains(ex, "on node node-a; holds single-gpu:gpu=") ||
+		!strings.Contains(ex, "single-gpu/gpu: ") || !strings.Contains(ex, "/"+poolName+"/") {
+		t.Errorf("explain pod/gpu-user:\n%s", ex)
+	}
 	var occ struct {
 		Node               string
 		Allocated, Devices int
