@@ -40,6 +40,8 @@ type SnapshotMsg struct {
 type ExplainMsg struct {
 	Key   string
 	Lines []string
+	// Version is the snapshot version explained.
+	Version uint64
 }
 
 // Row is one list line; Key identifies the object ("claim:ns/name", "pod:ns/name", ...).
@@ -155,8 +157,11 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		m.clamp()
 	case SnapshotMsg:
 		m.setSnapshot(msg.Snapshot, msg.Version)
-		if m.detailKey != "" {
-			return m, m.explainCmd(m.detailKey) // keep the open explanation current
+		// Keep the open explanation current, one explain at a time: at 1,000 nodes one takes
+		// seconds and snapshots come every 250ms; the answer's arrival starts the next one.
+		if m.detailKey != "" && !m.explainWait {
+			m.explainWait = true
+			return m, m.explainCmd(m.detailKey)
 		}
 	case FaultMsg:
 		if msg.Err != nil {
@@ -167,6 +172,10 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	case ExplainMsg:
 		if msg.Key == m.detailKey {
 			m.detail, m.explainWait = msg.Lines, false
+			if msg.Version != m.version { // the snapshot moved on while explaining
+				m.explainWait = true
+				return m, m.explainCmd(m.detailKey)
+			}
 		}
 	case tea.KeyPressMsg:
 		return m, m.key(msg)
@@ -309,11 +318,11 @@ func (m *Model) setSnapshot(s *inventory.Snapshot, version uint64) {
 }
 
 func (m *Model) explainCmd(key string) tea.Cmd {
-	s := m.snap
+	s, v := m.snap, m.version
 	if s == nil {
 		return nil
 	}
-	return func() tea.Msg { return ExplainMsg{Key: key, Lines: explainLines(s, key)} }
+	return func() tea.Msg { return ExplainMsg{Key: key, Lines: explainLines(s, key), Version: v} }
 }
 
 // explainLines renders the explanation of "claim:ns/name" or "pod:ns/name" with the same

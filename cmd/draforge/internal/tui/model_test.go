@@ -280,3 +280,29 @@ func TestFaultNeedsConfirmation(t *testing.T) {
 		t.Errorf("pending claim offered a fault:\n%s", m.Render())
 	}
 }
+
+// While an explanation is open, new snapshots re-explain it one at a time: no second explain
+// starts while one runs, and an answer for an older snapshot starts one more.
+func TestExplainFollowsSnapshotsOneAtATime(t *testing.T) {
+	m := New()
+	m.Update(SnapshotMsg{Snapshot: it.Healthy(), Version: 1})
+	press(m, "4", "down")
+	first := press(m, "enter")
+	if _, cmd := m.Update(SnapshotMsg{Snapshot: it.Healthy(), Version: 2}); cmd != nil {
+		t.Fatal("a second explain started while one runs")
+	}
+	msg := first().(ExplainMsg)
+	if msg.Version != 1 {
+		t.Fatalf("explained version %d", msg.Version)
+	}
+	_, again := m.Update(msg)
+	if again == nil {
+		t.Fatal("an answer for snapshot 1 did not start one for snapshot 2")
+	}
+	if _, cmd := m.Update(again()); cmd != nil {
+		t.Error("an up-to-date answer started another explain")
+	}
+	if !strings.Contains(m.Render(), "Summary:  claim fits on node node-a") {
+		t.Errorf("explanation not shown:\n%s", m.Render())
+	}
+}
