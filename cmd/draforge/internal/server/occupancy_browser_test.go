@@ -138,3 +138,31 @@ func TestOccupancyFilterAndDrillDown(t *testing.T) {
 		t.Errorf("%d node rows, want the 10 tainted nodes of rack-9", rows)
 	}
 }
+
+// The pods tab lists pods with their devices and the scheduler's message, and explains the
+// pod named in the URL: its pending claim and the scheduler's reason.
+func TestDashboardExplainsPod(t *testing.T) {
+	requireBrowser(t)
+	s, ts := newTestServer(t, Options{})
+	s.Publish(withPendingPod(), nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	dom, err := browser.RenderedDOM(ctx, ts.URL+"/#pods?explain=demo%2Fstuck", dashboardLoaded+` && document.getElementById("pod-explain-summary")`)
+	if err != nil {
+		t.Fatalf("%v\nDOM:\n%.4000s", err, dom)
+	}
+	for _, want := range []string{
+		`data-explain-pod="demo/stuck"`, `data-explain-pod="demo/worker"`,
+		"used:" + simdevice.PoolNameFor("demo", "gpus", "node-a") + "/gpu-0 on node-a", // worker's device
+		"Pod demo/stuck",
+		"pending: claim waiting pending: claim fits on node node-a; scheduler: 0/2 nodes are available: 2 Insufficient cpu.",
+		"Unschedulable: 0/2 nodes are available",
+	} {
+		if !strings.Contains(dom, want) {
+			t.Errorf("rendered DOM lacks %q", want)
+		}
+	}
+	if t.Failed() {
+		t.Logf("DOM:\n%s", dom)
+	}
+}

@@ -266,6 +266,7 @@ function renderPods(pods) {
 
 async function explainPod(key) {
   state.podTarget = key;
+  if (location.hash.startsWith("#pods")) history.replaceState(null, "", "#pods?explain=" + encodeURIComponent(key));
   const [ns, name] = key.split("/");
   let r;
   try {
@@ -347,7 +348,7 @@ function select(view) {
     b.setAttribute("aria-selected", on ? "true" : "false");
     $("view-" + b.dataset.view).hidden = !on;
   }
-  const hash = "#" + view + (view === "nodes" ? occHash() : "");
+  const hash = "#" + view + (view === "nodes" ? occHash() : view === "pods" && state.podTarget ? "?explain=" + encodeURIComponent(state.podTarget) : "");
   if (location.hash !== hash) history.replaceState(null, "", hash);
 }
 
@@ -393,6 +394,7 @@ document.addEventListener("DOMContentLoaded", () => {
   $("occ-prev").addEventListener("click", () => { state.occ.offset = Math.max(0, state.occ.offset - occPageSize); occChanged(); });
   $("occ-next").addEventListener("click", () => { state.occ.offset += occPageSize; occChanged(); });
   const [initial, query] = location.hash.slice(1).split("?");
+  if (initial === "pods" && query) state.podTarget = new URLSearchParams(query).get("explain") || ""; // #pods?explain=ns/name
   if (initial === "nodes" && query) {
     const qs = new URLSearchParams(query);
     state.occ = { q: qs.get("q") || "", state: qs.get("state") || "", offset: Math.max(0, parseInt(qs.get("offset") || "0", 10) || 0), node: qs.get("node") || "" };
