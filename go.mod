@@ -3,8 +3,10 @@ module github.com/draforge/draforge
 go 1.26.4
 
 require (
+	charm.land/bubbletea/v2 v2.0.10
 	cuelang.org/go v0.17.1
 	github.com/coder/websocket v1.8.14
+	github.com/creack/pty v1.1.24
 	github.com/go-logr/logr v1.4.4
 	github.com/google/go-containerregistry v0.22.1
 	github.com/looplab/fsm v1.0.3
@@ -31,7 +33,6 @@ require (
 require (
 	cel.dev/expr v0.25.2 // indirect
 	charm.land/bubbles/v2 v2.1.1 // indirect
-	charm.land/bubbletea/v2 v2.0.10 // indirect
 	charm.land/lipgloss/v2 v2.0.6 // indirect
 	cloud.google.com/go v0.123.0 // indirect
 	cloud.google.com/go/auth v0.24.0 // indirect

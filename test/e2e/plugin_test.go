@@ -31,7 +31,7 @@ func TestKubectlPlugin(t *testing.T) {
 	}
 
 	help, _, err := run(plugin, nil, "explain", "--help")
-	if err != nil || !strings.Contains(help, "Usage:\n  kubectl draforge explain CLAIM") {
+	if err != nil || !strings.Contains(help, "Usage:\n  kubectl draforge explain [claim/]CLAIM | pod/POD") {
 		t.Errorf("kubectl-draforge explain --help: %v\n%s", err, help)
 	}
 	_, stderr, err := run(plugin, nil, "no-such-command")

@@ -13,8 +13,10 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/draforge/draforge/drivers/simdevice"
 	"github.com/draforge/draforge/test/browser"
@@ -145,6 +147,51 @@ func TestServe(t *testing.T) {
 		t.Fatalf("pool %s not in /api/pools: %+v", poolName, pools)
 	}
 
+	// A pod bound to node-a using single-gpu: /api/pods shows the device it holds, the node's
+	// occupancy row counts it allocated.
+	eventually(t, 30*time.Second, func() (bool, string) {
+		_, err := e.Kube.CoreV1().ServiceAccounts(ns).Get(t.Context(), "default", metav1.GetOptions{})
+		return err == nil, fmt.Sprint(err)
+	})
+	user := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "gpu-user", Namespace: ns},
+		Spec: corev1.PodSpec{NodeName: "node-a", ResourceClaims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimName: ptr.To("single-gpu")}},
+			Containers: []corev1.Container{{Name: "c", Image: "registry.k8s.io/pause:3.10"}}}}
+	if _, err := e.Kube.CoreV1().Pods(ns).Create(t.Context(), user, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = e.Kube.CoreV1().Pods(ns).Delete(context.Background(), "gpu-user", metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
+	})
+	eventually(t, 20*time.Second, func() (bool, string) {
+		var pod struct {
+			Node    string
+			Devices []struct{ Claim, Pool, Device, Node string }
+		}
+		if code, body := srv.Get("/api/pods/" + ns + "/gpu-user"); code != http.StatusOK {
+			return false, body
+		}
+		getJSON(t, srv, "/api/pods/"+ns+"/gpu-user", &pod)
+		ok := pod.Node == "node-a" && len(pod.Devices) == 1 && pod.Devices[0].Claim == "single-gpu" && pod.Devices[0].Pool == poolName && pod.Devices[0].Node == "node-a"
+		return ok, fmt.Sprintf("%+v", pod)
+	})
+	// The CLI says which device the bound pod holds (the claim is not reserved for it: no
+	// scheduler placed it).
+	if ex := mustCLI(t, "explain", "-n", ns, "pod/gpu-user"); !strings.Contains(ex, "on node node-a; holds single-gpu:gpu=") ||
+		!strings.Contains(ex, "single-gpu/gpu: ") || !strings.Contains(ex, "/"+poolName+"/") {
+		t.Errorf("explain pod/gpu-user:\n%s", ex)
+	}
+	var occ struct {
+		Node               string
+		Allocated, Devices int
+		Strip              string
+		Pods               []struct{ Name string }
+		DeviceList         []struct{ Name string }
+	}
+	getJSON(t, srv, "/api/occupancy/node-a", &occ)
+	if occ.Allocated < 1 || occ.Devices < 2 || !strings.Contains(occ.Strip, "a") || len(occ.DeviceList) != occ.Devices || len(occ.Pods) == 0 {
+		t.Errorf("occupancy of node-a: %+v", occ)
+	}
+
 	// A claim the pool cannot satisfy: a change event, then reasons from explain.
 	big := &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: "too-big", Namespace: e.Namespace},
 		Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{{
@@ -211,7 +258,8 @@ func TestServe(t *testing.T) {
 	gets := func() float64 { return srv.Metric(t, "rest_client_requests_total", `method="GET"`) }
 	before := gets()
 	paths := []string{"/api/summary", "/api/pools", "/api/devices", "/api/claims", "/api/graph", "/api/doctor",
-		"/api/claims/" + ns + "/single-gpu", "/api/explain/" + ns + "/single-gpu", "/api/explain/" + e.Namespace + "/too-big", "/api/version"}
+		"/api/claims/" + ns + "/single-gpu", "/api/explain/" + ns + "/single-gpu", "/api/explain/" + e.Namespace + "/too-big", "/api/version",
+		"/api/pods", "/api/occupancy", "/api/occupancy/node-a", "/api/explain/pod/" + ns + "/gpu-user"}
 	for i := range 50 {
 		if code, body := srv.Get(paths[i%len(paths)]); code != http.StatusOK {
 			t.Fatalf("%s: %d %s", paths[i%len(paths)], code, body)

@@ -1,6 +1,9 @@
 package cli
 
 import (
+	"fmt"
+	"strings"
+
 	"github.com/spf13/cobra"
 
 	"github.com/draforge/draforge/cmd/draforge/internal/explain"
@@ -11,12 +14,18 @@ import (
 func newExplain(kf *kubeFlags) *cobra.Command {
 	var out string
 	cmd := &cobra.Command{
-		Use:   "explain CLAIM",
-		Short: "Explain why a ResourceClaim is pending, per request, node and device (or where it is allocated)",
+		Use:   "explain [claim/]CLAIM | pod/POD",
+		Short: "Explain why a ResourceClaim or Pod is pending, per request, node and device (or which devices it holds)",
 		Long: `Explain runs the same structured allocator as the controller over the cluster's
 ResourceSlices, DeviceClasses, ResourceClaims (all namespaces, as they take devices) and Nodes,
 and reports per request which devices match and why the others do not, per node whether the
-whole claim fits, and remedies.`,
+whole claim fits, and remedies.
+
+For pod/NAME it explains each of the pod's claims (spec.resourceClaims; claims generated from a
+ResourceClaimTemplate are found through status.resourceClaimStatuses) the same way, adds the
+reasons kube-scheduler wrote on the pod (its PodScheduled=False condition, for example
+"0/3 nodes are available: 1 Insufficient cpu"), and for a scheduled pod lists the devices it
+holds with their pool and node.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			f, err := output.Parse(out, output.Table, output.JSON, output.YAML)
@@ -35,7 +44,21 @@ whole claim fits, and remedies.`,
 			if err != nil {
 				return err
 			}
-			res, err := explain.Explain(cmd.Context(), s, ns, args[0])
+			kind, name, err := explainTarget(args[0])
+			if err != nil {
+				return err
+			}
+			if kind == "pod" {
+				res, err := explain.ExplainPod(cmd.Context(), s, ns, name)
+				if err != nil {
+					return err
+				}
+				if f == output.Table {
+					return explain.RenderPod(cmd.OutOrStdout(), res)
+				}
+				return output.Print(cmd.OutOrStdout(), f, res, nil)
+			}
+			res, err := explain.Explain(cmd.Context(), s, ns, name)
 			if err != nil {
 				return err
 			}
@@ -47,4 +70,23 @@ whole claim fits, and remedies.`,
 	}
 	cmd.Flags().StringVarP(&out, "output", "o", "table", "table (text), json or yaml")
 	return cmd
+}
+
+// explainTarget splits "pod/NAME", "claim/NAME" (kubectl's resource spellings accepted) or a
+// bare claim NAME into a kind ("pod" or "claim") and a name.
+func explainTarget(arg string) (kind, name string, err error) {
+	res, name, found := strings.Cut(arg, "/")
+	if !found {
+		return "claim", arg, nil
+	}
+	if name == "" || strings.Contains(name, "/") {
+		return "", "", fmt.Errorf("explain %q: want [claim/]NAME or pod/NAME", arg)
+	}
+	switch strings.ToLower(res) {
+	case "pod", "pods", "po":
+		return "pod", name, nil
+	case "claim", "claims", "resourceclaim", "resourceclaims", "resourceclaim.resource.k8s.io":
+		return "claim", name, nil
+	}
+	return "", "", fmt.Errorf("explain %q: unknown kind %q (want claim or pod)", arg, res)
 }

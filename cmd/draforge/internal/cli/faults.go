@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/util/retry"
 
 	"github.com/draforge/draforge/cmd/draforge/internal/faults"
@@ -25,9 +26,14 @@ func patchFaults(ctx context.Context, kf *kubeFlags, name string, edit func(*sim
 	if err != nil {
 		return nil, err
 	}
-	r := c.Dynamic.Resource(gvr.SimulatedDevicePools).Namespace(ns)
+	return patchPoolFaults(ctx, c.Dynamic, ns, name, edit)
+}
+
+// patchPoolFaults is patchFaults for the pool namespace/name.
+func patchPoolFaults(ctx context.Context, dyn dynamic.Interface, ns, name string, edit func(*simdevice.Pool) ([]simdevice.Fault, error)) (*simdevice.Pool, error) {
+	r := dyn.Resource(gvr.SimulatedDevicePools).Namespace(ns)
 	var out *simdevice.Pool
-	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		u, err := r.Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return err

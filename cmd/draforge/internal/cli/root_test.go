@@ -31,7 +31,7 @@ func TestPluginUsage(t *testing.T) {
 		want []string
 	}{
 		{[]string{"--help"}, []string{"Usage:\n  kubectl draforge [command]", `Use "kubectl draforge [command] --help"`, "help for kubectl draforge"}},
-		{[]string{"explain", "--help"}, []string{"Usage:\n  kubectl draforge explain CLAIM"}},
+		{[]string{"explain", "--help"}, []string{"Usage:\n  kubectl draforge explain [claim/]CLAIM | pod/POD"}},
 		{[]string{"scenario", "vet", "--help"}, []string{"kubectl draforge scenario vet"}},
 	} {
 		root := newRoot("kubectl draforge")

@@ -78,6 +78,7 @@ func (s *Server) routes() http.Handler {
 			}
 		}
 	}))
+	s.podRoutes(mux, snap)
 	mux.HandleFunc("GET /api/doctor", snap(func(w http.ResponseWriter, _ *http.Request, v *view) {
 		writeJSON(w, http.StatusOK, s.store.doctor(v))
 	}))

@@ -36,7 +36,10 @@ type view struct {
 	pools   []inventory.PoolView // without device lists
 	devices []inventory.DeviceView
 	claims  []inventory.ClaimView
-	counts  Counts
+	pods    []inventory.PodView
+	// occupancy is one row per node (see inventory.Occupancy).
+	occupancy []inventory.NodeOccupancy
+	counts    Counts
 
 	graphOnce sync.Once
 	graph     *graph.Graph
@@ -55,7 +58,9 @@ type Counts struct {
 	ClaimStates          map[string]int `json:"claimStates"`
 	PoolHealth           map[string]int `json:"poolHealth"`
 	Pods                 int            `json:"pods"`
-	Nodes                int            `json:"nodes"`
+	// DRAPods counts the pods with ResourceClaims per phase (Pending, Running, ...).
+	DRAPods map[string]int `json:"draPods"`
+	Nodes   int            `json:"nodes"`
 }
 
 func newView(version uint64, at time.Time, s *inventory.Snapshot) *view {
@@ -72,6 +77,8 @@ func newView(version uint64, at time.Time, s *inventory.Snapshot) *view {
 		return cmp.Or(cmp.Compare(a.Driver, b.Driver), cmp.Compare(a.Pool, b.Pool))
 	})
 	v.claims = inventory.Claims(s)
+	v.pods = inventory.Pods(s)
+	v.occupancy = inventory.Occupancy(s, v.devices)
 	c := Counts{SimulatedDevicePools: len(s.Pools), Pools: len(v.pools), ResourceSlices: len(s.Slices),
 		Devices: len(v.devices), DeviceClasses: len(s.Classes), Claims: len(v.claims), Pods: len(s.Pods),
 		Nodes: len(s.Nodes), ClaimStates: map[string]int{}, PoolHealth: map[string]int{}}
@@ -82,6 +89,10 @@ func newView(version uint64, at time.Time, s *inventory.Snapshot) *view {
 	}
 	for _, cl := range v.claims {
 		c.ClaimStates[cl.State]++
+	}
+	c.DRAPods = map[string]int{}
+	for _, p := range v.pods {
+		c.DRAPods[p.Phase]++
 	}
 	v.counts = c
 	return v

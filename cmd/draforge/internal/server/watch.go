@@ -23,7 +23,10 @@ import (
 // Interval, with the changes since the last build. It never lists from the API server itself.
 type Watcher struct {
 	Informers *engine.Informers
-	Server    *Server
+	// Server receives every snapshot (may be nil when only OnSnapshot is wanted).
+	Server *Server
+	// OnSnapshot, when set, also receives every snapshot (draforge tui).
+	OnSnapshot func(*inventory.Snapshot)
 	// Interval is the minimum time between two rebuilds [250ms].
 	Interval time.Duration
 
@@ -97,7 +100,7 @@ func (wt *Watcher) Start(ctx context.Context) error {
 		return nil
 	}
 	wt.take() // the initial adds are the first snapshot, not changes
-	wt.Server.Publish(wt.build(), nil)
+	wt.publish(wt.build(), nil)
 	for {
 		select {
 		case <-ctx.Done():
@@ -106,13 +109,22 @@ func (wt *Watcher) Start(ctx context.Context) error {
 		}
 		changes := wt.take()
 		if len(changes) > 0 {
-			wt.Server.Publish(wt.build(), changes)
+			wt.publish(wt.build(), changes)
 		}
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-time.After(wt.Interval):
 		}
+	}
+}
+
+func (wt *Watcher) publish(s *inventory.Snapshot, changes []Change) {
+	if wt.Server != nil {
+		wt.Server.Publish(s, changes)
+	}
+	if wt.OnSnapshot != nil {
+		wt.OnSnapshot(s)
 	}
 }
 

@@ -63,7 +63,9 @@ function showError(msg) {
   e.hidden = !msg;
 }
 
-const state = { claims: [], explainTarget: "" };
+const state = { claims: [], explainTarget: "", occ: { q: "", state: "", offset: 0, node: "" }, podTarget: "" };
+const occPageSize = 100; // rows in the DOM at once, whatever the node count
+const stripMax = 128;    // cells drawn per node; the rest is counted
 
 function poolLevel(h) { return h === "Healthy" ? "ok" : h === "Degraded" ? "warn" : h === "Empty" ? "unknown" : "bad"; }
 function claimLevel(s) { return s === "Pending" ? "warn" : s === "Deleting" ? "unknown" : "ok"; }
@@ -201,6 +203,89 @@ async function explain(key) {
   $("explain").replaceChildren(...parts);
 }
 
+// Nodes × devices: the server filters and pages (/api/occupancy), so the DOM holds one page of
+// rows however many nodes there are; a node's devices load only when it is selected.
+function strip(cells) {
+  const shown = cells.slice(0, stripMax);
+  const e = el("span", { class: "strip", role: "img", "aria-label": cells.length + " devices" },
+    ...Array.from(shown, (c) => el("span", { class: "cell cell-" + c })));
+  if (cells.length > stripMax) e.append(" +" + (cells.length - stripMax));
+  return e;
+}
+
+async function loadOccupancy() {
+  const o = state.occ;
+  const qs = new URLSearchParams({ offset: o.offset, limit: occPageSize });
+  if (o.q) qs.set("q", o.q);
+  if (o.state) qs.set("state", o.state);
+  const p = await getJSON("/api/occupancy?" + qs);
+  if (p.total > 0 && p.offset >= p.total) { o.offset = 0; return loadOccupancy(); }
+  $("occ-totals").textContent = p.total + " of " + p.nodes + " nodes · " + p.devices + " devices: " + p.allocated + " allocated, " +
+    p.free + " free, " + p.tainted + " tainted";
+  $("occ-range").textContent = p.total ? "nodes " + (p.offset + 1) + "–" + (p.offset + p.rows.length) + " of " + p.total : "no nodes match";
+  $("occ-prev").disabled = p.offset === 0;
+  $("occ-next").disabled = p.offset + p.rows.length >= p.total;
+  const t = table("Nodes", ["Node", "Devices", "Allocated", "Free", "Tainted", "Pools", "Occupancy"],
+    p.rows.map((r) => [el("button", { type: "button", class: "link", "data-node": r.node || "-" }, r.node || "(not bound to a node)"),
+      r.devices, r.allocated, r.free, r.tainted, (r.pools || []).join(", ") || "–", strip(r.strip || "")]));
+  $("occupancy").replaceChildren(t);
+  if (o.node) await loadNode(o.node);
+  document.body.dataset.occupancyMs = Math.round(performance.now());
+  document.body.dataset.occupancy = "true";
+}
+
+async function loadNode(node) {
+  state.occ.node = node;
+  let d;
+  try {
+    d = await getJSON("/api/occupancy/" + encodeURIComponent(node));
+  } catch (e) {
+    $("occ-node").replaceChildren(el("p", { class: "error", role: "alert" }, node + ": " + e.message));
+    return;
+  }
+  $("occ-node").replaceChildren(
+    el("h3", { id: "occ-node-title" }, "Node " + (d.node || "(devices not bound to a node)") + ": " + d.allocated + "/" + d.devices + " allocated, " + d.tainted + " tainted"),
+    table("Devices on " + (d.node || "no single node"), ["Device", "Pool", "State", "Taints", "Allocated to"],
+      d.deviceList.map((x) => [x.name, x.driver + "/" + x.pool,
+        badge((x.allocatedTo || []).length ? "allocated" : x.healthy ? "free" : "tainted", (x.allocatedTo || []).length ? "ok" : x.healthy ? "unknown" : "bad"),
+        (x.taints || []).join(", ") || "–", (x.allocatedTo || []).join(", ") || "–"])),
+    table("Pods on " + (d.node || "no single node"), ["Pod", "Phase", "Devices"],
+      d.pods.map((x) => [x.namespace + "/" + x.name, x.phase, (x.devices || []).map((v) => v.claim + ":" + v.pool + "/" + v.device).join(", ") || "–"])));
+}
+
+function podLevel(p) { return p === "Running" || p === "Succeeded" ? "ok" : p === "Pending" ? "warn" : "bad"; }
+
+function renderPods(pods) {
+  $("pods").replaceChildren(table("Pods", ["Pod", "Phase", "Node", "Claims", "Devices", "Scheduler", "Explain"],
+    pods.map((p) => [p.namespace + "/" + p.name, badge(p.phase, podLevel(p.phase)), p.node || "–",
+      (p.claims || []).join(", ") + (p.pendingClaims ? " (" + p.pendingClaims + " pending)" : ""),
+      (p.devices || []).map((d) => d.claim + ":" + d.pool + "/" + d.device + (d.node ? " on " + d.node : "")).join(", ") || "–",
+      p.unschedulable || "–",
+      el("button", { type: "button", "data-explain-pod": p.namespace + "/" + p.name }, "Explain")])));
+}
+
+async function explainPod(key) {
+  state.podTarget = key;
+  if (location.hash.startsWith("#pods")) history.replaceState(null, "", "#pods?explain=" + encodeURIComponent(key));
+  const [ns, name] = key.split("/");
+  let r;
+  try {
+    r = await getJSON("/api/explain/pod/" + encodeURIComponent(ns) + "/" + encodeURIComponent(name));
+  } catch (e) {
+    $("pod-explain").replaceChildren(el("p", { class: "error", role: "alert" }, e.message));
+    return;
+  }
+  const parts = [el("h3", {}, "Pod " + key + " ", badge(r.phase, podLevel(r.phase))), el("p", { id: "pod-explain-summary" }, r.summary)];
+  if (r.scheduler) parts.push(el("p", {}, el("strong", {}, "Scheduler: "), (r.scheduler.reason ? r.scheduler.reason + ": " : "") + r.scheduler.message));
+  if ((r.devices || []).length) parts.push(table("Devices held", ["Claim", "Request", "Device", "Node"],
+    r.devices.map((d) => [d.claim, d.request, d.driver + "/" + d.pool + "/" + d.device, d.node || "(any node)"])));
+  parts.push(table("Claims", ["Entry", "Source", "Claim", "State", "Summary"],
+    (r.claims || []).map((c) => [c.name, c.source + " " + c.sourceName, c.claim || "–",
+      c.explanation ? badge(c.explanation.claim.state, claimLevel(c.explanation.claim.state)) : badge("missing", "bad"),
+      c.problem || (c.explanation ? c.explanation.summary : "–")])));
+  $("pod-explain").replaceChildren(...parts);
+}
+
 async function checkReady() {
   try {
     const r = await fetch("/readyz", { cache: "no-store" });
@@ -215,14 +300,19 @@ async function checkReady() {
 async function loadAll() {
   const jobs = [
     ["/api/summary", renderSummary], ["/api/pools", renderPools], ["/api/devices", renderDevices],
-    ["/api/claims", renderClaims], ["/api/graph", renderGraph], ["/api/doctor", renderDoctor],
+    ["/api/claims", renderClaims], ["/api/graph", renderGraph], ["/api/doctor", renderDoctor], ["/api/pods", renderPods],
   ];
+  // The nodes view loads on its own: it never waits for the big lists, the graph or an explain.
+  const occ = loadOccupancy().catch((e) => "/api/occupancy: " + e.message);
   const results = await Promise.allSettled(jobs.map(([p]) => getJSON(p)));
   const errs = [];
   results.forEach((res, i) => {
     if (res.status === "fulfilled") jobs[i][1](res.value);
     else errs.push(jobs[i][0] + ": " + res.reason.message);
   });
+  const occErr = await occ;
+  if (occErr) errs.push(occErr);
+  if (state.podTarget) await explainPod(state.podTarget);
   showError(errs.join(" · "));
   if (state.explainTarget || $("explain-claim").value) await explain($("explain-claim").value);
   document.body.dataset.loaded = "true";
@@ -258,7 +348,25 @@ function select(view) {
     b.setAttribute("aria-selected", on ? "true" : "false");
     $("view-" + b.dataset.view).hidden = !on;
   }
-  if (location.hash !== "#" + view) history.replaceState(null, "", "#" + view);
+  const hash = "#" + view + (view === "nodes" ? occHash() : view === "pods" && state.podTarget ? "?explain=" + encodeURIComponent(state.podTarget) : "");
+  if (location.hash !== hash) history.replaceState(null, "", hash);
+}
+
+// The nodes view keeps its filter, page and selected node in the URL (#nodes?q=…&node=…), so a
+// view can be shared or reloaded.
+function occHash() {
+  const o = state.occ, qs = new URLSearchParams();
+  if (o.q) qs.set("q", o.q);
+  if (o.state) qs.set("state", o.state);
+  if (o.offset) qs.set("offset", o.offset);
+  if (o.node) qs.set("node", o.node);
+  const s = qs.toString();
+  return s ? "?" + s : "";
+}
+
+function occChanged() {
+  if (location.hash.startsWith("#nodes")) history.replaceState(null, "", "#nodes" + occHash());
+  loadOccupancy().catch((e) => showError("/api/occupancy: " + e.message));
 }
 
 document.addEventListener("DOMContentLoaded", () => {
@@ -268,7 +376,31 @@ document.addEventListener("DOMContentLoaded", () => {
     if (key) { $("explain-claim").value = key; select("explain"); explain(key); }
   });
   $("explain-form").addEventListener("submit", (ev) => { ev.preventDefault(); explain($("explain-claim").value); });
-  const initial = location.hash.slice(1);
+  $("pods").addEventListener("click", (ev) => {
+    const key = ev.target.closest("[data-explain-pod]")?.dataset.explainPod;
+    if (key) explainPod(key);
+  });
+  $("occupancy").addEventListener("click", (ev) => {
+    const node = ev.target.closest("[data-node]")?.dataset.node;
+    if (node) { state.occ.node = node; occChanged(); }
+  });
+  let filterTimer = null;
+  $("occ-filter").addEventListener("input", () => {
+    clearTimeout(filterTimer);
+    filterTimer = setTimeout(() => { state.occ.q = $("occ-filter").value.trim(); state.occ.offset = 0; occChanged(); }, 200);
+  });
+  $("occ-form").addEventListener("submit", (ev) => ev.preventDefault());
+  $("occ-state").addEventListener("change", () => { state.occ.state = $("occ-state").value; state.occ.offset = 0; occChanged(); });
+  $("occ-prev").addEventListener("click", () => { state.occ.offset = Math.max(0, state.occ.offset - occPageSize); occChanged(); });
+  $("occ-next").addEventListener("click", () => { state.occ.offset += occPageSize; occChanged(); });
+  const [initial, query] = location.hash.slice(1).split("?");
+  if (initial === "pods" && query) state.podTarget = new URLSearchParams(query).get("explain") || ""; // #pods?explain=ns/name
+  if (initial === "nodes" && query) {
+    const qs = new URLSearchParams(query);
+    state.occ = { q: qs.get("q") || "", state: qs.get("state") || "", offset: Math.max(0, parseInt(qs.get("offset") || "0", 10) || 0), node: qs.get("node") || "" };
+    $("occ-filter").value = state.occ.q;
+    $("occ-state").value = state.occ.state;
+  }
   if (graphColumns && document.querySelector('[data-view="' + initial + '"]')) select(initial);
   checkReady();
   setInterval(checkReady, 10000);
