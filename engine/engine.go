@@ -168,14 +168,28 @@ type terminalMark struct {
 	generation int64
 }
 
-func newRunner(e *Engine, m *machine.Machine) (*runner, error) {
-	if e.o.Informers.IsTyped(m.Resource) && len(m.Selector) == 0 {
-		// Actions, observations and status writes work on unstructured objects; a machine
-		// with a selector gets its own unstructured informer (ForLabels).
+// MachineInformer returns the informer of m's own objects: only the selected ones, with an
+// unstructured informer of their own, when m has a selector, else the shared informer of its
+// resource, which must then be cached unstructured.
+func MachineInformer(inf *Informers, m *machine.Machine) (cache.SharedIndexInformer, error) {
+	if len(m.Selector) > 0 {
+		// Only the selected objects are listed and watched (a label selector on the server).
+		return inf.ForLabels(m.Resource, m.Selector), nil
+	}
+	if inf.IsTyped(m.Resource) {
+		// Actions, observations and status writes work on unstructured objects.
 		return nil, fmt.Errorf("machine %s: resource %s is cached typed (give the machine a selector)", m.Name, m.Resource)
 	}
+	return inf.For(m.Resource), nil
+}
+
+func newRunner(e *Engine, m *machine.Machine) (*runner, error) {
+	inf, err := MachineInformer(e.o.Informers, m)
+	if err != nil {
+		return nil, err
+	}
 	r := &runner{
-		e: e, m: m,
+		e: e, m: m, inf: inf,
 		limiter: newBackoffLimiter[string](m.Backoff),
 		hist:    newHistory(m.HistoryLimit),
 		log:     e.o.Log.With().Str("machine", m.Name).Logger(),
@@ -201,13 +215,10 @@ func newRunner(e *Engine, m *machine.Machine) (*runner, error) {
 		},
 	}
 	if len(m.Selector) > 0 {
-		// Only the selected objects are listed and watched (a label selector on the server).
-		r.inf = e.o.Informers.ForLabels(m.Resource, m.Selector)
 		if _, err := r.inf.AddEventHandler(own); err != nil {
 			return nil, err
 		}
 	} else {
-		r.inf = e.o.Informers.For(m.Resource)
 		e.o.Informers.Notify(m.Resource, own)
 	}
 	for _, n := range m.RelatedOrder {
