@@ -40,8 +40,22 @@ type Set struct {
 	Plugins []engine.Plugin
 }
 
-// Register registers every driver's functions in reg.
+// Register registers every driver's functions in reg and builds their background loops.
 func Register(reg *engine.Registry, d Deps) (*Set, error) {
+	set, err := register(reg, d)
+	if err != nil {
+		return nil, err
+	}
+	sweeper, err := set.Pools.Sweeper()
+	if err != nil {
+		return nil, err
+	}
+	set.Plugins = []engine.Plugin{sweeper}
+	return set, nil
+}
+
+// register registers every driver's functions in reg, without the background loops.
+func register(reg *engine.Registry, d Deps) (*Set, error) {
 	CacheTyped(d.Informers)
 	c, err := claims.Register(reg, d.Informers, d.Kube, d.Metrics, d.AllocatorFeatures)
 	if err != nil {
@@ -51,11 +65,7 @@ func Register(reg *engine.Registry, d Deps) (*Set, error) {
 	if err != nil {
 		return nil, err
 	}
-	sweeper, err := p.Sweeper()
-	if err != nil {
-		return nil, err
-	}
-	return &Set{Claims: c, Pools: p, Plugins: []engine.Plugin{sweeper}}, nil
+	return &Set{Claims: c, Pools: p}, nil
 }
 
 // CacheTyped makes inf cache the resources the drivers only read (slices, classes, nodes, pods)

@@ -11,7 +11,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -169,14 +168,28 @@ type terminalMark struct {
 	generation int64
 }
 
-func newRunner(e *Engine, m *machine.Machine) (*runner, error) {
-	if e.o.Informers.IsTyped(m.Resource) && len(m.Selector) == 0 {
-		// Actions, observations and status writes work on unstructured objects; a machine
-		// with a selector gets its own unstructured informer (ForLabels).
+// MachineInformer returns the informer of m's own objects: only the selected ones, with an
+// unstructured informer of their own, when m has a selector, else the shared informer of its
+// resource, which must then be cached unstructured.
+func MachineInformer(inf *Informers, m *machine.Machine) (cache.SharedIndexInformer, error) {
+	if len(m.Selector) > 0 {
+		// Only the selected objects are listed and watched (a label selector on the server).
+		return inf.ForLabels(m.Resource, m.Selector), nil
+	}
+	if inf.IsTyped(m.Resource) {
+		// Actions, observations and status writes work on unstructured objects.
 		return nil, fmt.Errorf("machine %s: resource %s is cached typed (give the machine a selector)", m.Name, m.Resource)
 	}
+	return inf.For(m.Resource), nil
+}
+
+func newRunner(e *Engine, m *machine.Machine) (*runner, error) {
+	inf, err := MachineInformer(e.o.Informers, m)
+	if err != nil {
+		return nil, err
+	}
 	r := &runner{
-		e: e, m: m,
+		e: e, m: m, inf: inf,
 		limiter: newBackoffLimiter[string](m.Backoff),
 		hist:    newHistory(m.HistoryLimit),
 		log:     e.o.Log.With().Str("machine", m.Name).Logger(),
@@ -202,13 +215,10 @@ func newRunner(e *Engine, m *machine.Machine) (*runner, error) {
 		},
 	}
 	if len(m.Selector) > 0 {
-		// Only the selected objects are listed and watched (a label selector on the server).
-		r.inf = e.o.Informers.ForLabels(m.Resource, m.Selector)
 		if _, err := r.inf.AddEventHandler(own); err != nil {
 			return nil, err
 		}
 	} else {
-		r.inf = e.o.Informers.For(m.Resource)
 		e.o.Informers.Notify(m.Resource, own)
 	}
 	for _, n := range m.RelatedOrder {
@@ -226,13 +236,9 @@ func newRunner(e *Engine, m *machine.Machine) (*runner, error) {
 				}
 			}
 		}
-		h := cache.ResourceEventHandlerFuncs{
-			AddFunc:    handler,
-			UpdateFunc: func(_, cur any) { handler(cur) },
-			DeleteFunc: handler,
-		}
+		h := triggerHandler(t, handler)
 		if t.Name != "" {
-			if _, err := e.o.Informers.ForName(t.Resource, t.Name).AddEventHandler(h); err != nil {
+			if _, err := e.o.Informers.ForName(t.Resource, "", t.Name).AddEventHandler(h); err != nil {
 				return nil, err
 			}
 			continue
@@ -242,16 +248,29 @@ func newRunner(e *Engine, m *machine.Machine) (*runner, error) {
 	return r, nil
 }
 
-// watchRelated reads a related resource from an informer (one restricted to the object when
-// the name is a literal, so RBAC may limit it to resourceNames) and enqueues the owners whose
-// passes looked the changed object up.
-func (r *runner) watchRelated(rel machine.Related) {
-	ref := relatedRef{spec: rel}
-	if name, literal := literalName(rel); literal {
-		ref.inf = r.e.o.Informers.ForName(rel.Resource, name)
-	} else {
-		ref.inf = r.e.o.Informers.For(rel.Resource)
+// triggerHandler calls fire for the changes t fires on (its on list and fields).
+func triggerHandler(t machine.Trigger, fire func(obj any)) cache.ResourceEventHandlerFuncs {
+	var h cache.ResourceEventHandlerFuncs
+	if t.FiresOn(machine.TriggerAdd) {
+		h.AddFunc = fire
 	}
+	if t.FiresOn(machine.TriggerUpdate) {
+		h.UpdateFunc = func(old, cur any) {
+			if len(t.Fields) == 0 || t.Changed(asMap(old), asMap(cur)) {
+				fire(cur)
+			}
+		}
+	}
+	if t.FiresOn(machine.TriggerDelete) {
+		h.DeleteFunc = fire
+	}
+	return h
+}
+
+// watchRelated reads a related resource from an informer as narrow as the machine allows
+// (see RelatedInformer) and enqueues the owners whose passes looked the changed object up.
+func (r *runner) watchRelated(rel machine.Related) {
+	ref := relatedRef{spec: rel, inf: RelatedInformer(r.e.o.Informers, rel)}
 	r.related[rel.Name] = ref
 	handler := func(obj any) {
 		if o := ObjectMeta(obj); o != nil {
@@ -268,17 +287,36 @@ func (r *runner) watchRelated(rel machine.Related) {
 	})
 }
 
-// literalName returns the related object's name when it is the same for every owner.
-func literalName(rel machine.Related) (string, bool) {
-	if rel.NamespaceT != nil {
+// RelatedInformer returns the informer a related object is read from: restricted to the one
+// object when its name is a literal (RBAC may limit it to resourceNames), else to its namespace
+// when that is a literal (a Role there is enough, e.g. Leases in kube-node-lease), else every
+// object of the resource.
+func RelatedInformer(inf *Informers, rel machine.Related) cache.SharedIndexInformer {
+	ns, nsLiteral := literal(rel.NamespaceT)
+	name, nameLiteral := literal(rel.NameT)
+	switch {
+	case nameLiteral:
+		if !nsLiteral {
+			ns = "" // the name in every namespace
+		}
+		return inf.ForName(rel.Resource, ns, name)
+	case nsLiteral && ns != "":
+		return inf.ForNamespace(rel.Resource, ns)
+	}
+	return inf.For(rel.Resource)
+}
+
+// literal returns the value of t when it is the same for every object (no template action);
+// an absent template is the literal "" (a cluster-scoped related resource has no namespace).
+func literal(t *machine.Template) (string, bool) {
+	if t == nil {
+		return "", true
+	}
+	if !t.IsLiteral() {
 		return "", false
 	}
-	name, err := rel.NameT.RenderString(map[string]any{})
-	if err != nil || strings.Contains(name, "<no value>") {
-		return "", false
-	}
-	probe, err := rel.NameT.RenderString(map[string]any{"object": map[string]any{"metadata": map[string]any{"name": "x"}}})
-	return name, err == nil && probe == name
+	v, err := t.RenderString(nil)
+	return v, err == nil && v != ""
 }
 
 func (r *runner) triggerMapper(t machine.Trigger) (func(metav1.Object) []string, error) {

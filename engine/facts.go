@@ -59,10 +59,13 @@ func (f *passFacts) Related(name string) map[string]any {
 	return out
 }
 
-// asMap returns an informer object as JSON-like map (typed objects are converted).
+// asMap returns an informer object as JSON-like map (typed and compact objects are converted).
 func asMap(o any) map[string]any {
 	if u, ok := o.(*unstructured.Unstructured); ok {
 		return u.Object
+	}
+	if c, ok := o.(Compact); ok {
+		o = c.ExpandObject()
 	}
 	if ro, ok := o.(runtime.Object); ok {
 		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(ro)

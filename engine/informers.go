@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -28,9 +27,10 @@ type Informers struct {
 	factory dynamicinformer.DynamicSharedInformerFactory
 	mu      sync.Mutex
 	byGVR   map[schema.GroupVersionResource]cache.SharedIndexInformer
-	// named are informers over one object each (metadata.name field selector), keyed by
-	// "gvr/name"; each has its own factory because the selector applies factory-wide.
-	named map[string]cache.SharedIndexInformer
+	// scoped are informers over one namespace or one object (metadata.name field selector),
+	// keyed by scopeKey; each has its own factory because namespace and selector apply
+	// factory-wide.
+	scoped map[string]scopedInformer
 	// labelled are unstructured informers over the objects matching a label selector (see
 	// ForLabels), keyed by "gvr?selector".
 	labelled  map[string]cache.SharedIndexInformer
@@ -54,7 +54,7 @@ func NewInformers(client dynamic.Interface) *Informers {
 		client:    client,
 		factory:   f,
 		byGVR:     map[schema.GroupVersionResource]cache.SharedIndexInformer{},
-		named:     map[string]cache.SharedIndexInformer{},
+		scoped:    map[string]scopedInformer{},
 		labelled:  map[string]cache.SharedIndexInformer{},
 		factories: []dynamicinformer.DynamicSharedInformerFactory{f},
 		dispatch:  map[schema.GroupVersionResource]*dispatcher{},
@@ -94,9 +94,9 @@ func (i *Informers) CacheTyped(gvr schema.GroupVersionResource, newObj func() ru
 	if inf, ok := i.byGVR[gvr]; ok {
 		_ = inf.SetTransform(transform)
 	}
-	for key, inf := range i.named {
-		if strings.HasPrefix(key, gvr.String()+"/") {
-			_ = inf.SetTransform(transform)
+	for _, s := range i.scoped {
+		if s.gvr == gvr {
+			_ = s.inf.SetTransform(transform)
 		}
 	}
 }
@@ -117,22 +117,44 @@ func (i *Informers) transform(gvr schema.GroupVersionResource) cache.TransformFu
 	return stripManagedFields
 }
 
-// ForName returns an informer over the single cluster-scoped or all-namespace object of gvr
-// called name, creating it on first use. It lists and watches with a metadata.name field
-// selector, which RBAC authorizes against resourceNames. Call it before Start.
-func (i *Informers) ForName(gvr schema.GroupVersionResource, name string) cache.SharedIndexInformer {
+// scopedInformer is an informer over one namespace or one object of gvr.
+type scopedInformer struct {
+	gvr schema.GroupVersionResource
+	inf cache.SharedIndexInformer
+}
+
+// ForName returns an informer over the single object of gvr called name in namespace (""
+// means a cluster-scoped object, or that name in every namespace), creating it on first use.
+// It lists and watches with a metadata.name field selector, which RBAC authorizes against
+// resourceNames, in that namespace only, so a Role there is enough. Call it before Start.
+func (i *Informers) ForName(gvr schema.GroupVersionResource, namespace, name string) cache.SharedIndexInformer {
+	return i.scopedFor(gvr, namespace, name)
+}
+
+// ForNamespace returns an informer over the objects of gvr in namespace, creating it on first
+// use. It lists and watches only there, so RBAC may grant it with a Role in that namespace
+// (the node machine's Leases in kube-node-lease). Call it before Start.
+func (i *Informers) ForNamespace(gvr schema.GroupVersionResource, namespace string) cache.SharedIndexInformer {
+	return i.scopedFor(gvr, namespace, "")
+}
+
+func (i *Informers) scopedFor(gvr schema.GroupVersionResource, namespace, name string) cache.SharedIndexInformer {
 	i.mu.Lock()
 	defer i.mu.Unlock()
-	key := gvr.String() + "/" + name
-	if inf, ok := i.named[key]; ok {
-		return inf
+	key := gvr.String() + " namespace=" + namespace + " name=" + name
+	if s, ok := i.scoped[key]; ok {
+		return s.inf
 	}
-	f := dynamicinformer.NewFilteredDynamicSharedInformerFactory(i.client, 0, metav1.NamespaceAll, func(o *metav1.ListOptions) {
-		o.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
-	})
+	var tweak dynamicinformer.TweakListOptionsFunc
+	if name != "" {
+		tweak = func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
+		}
+	}
+	f := dynamicinformer.NewFilteredDynamicSharedInformerFactory(i.client, 0, namespace, tweak)
 	inf := f.ForResource(gvr).Informer()
 	_ = inf.SetTransform(i.transform(gvr))
-	i.named[key] = inf
+	i.scoped[key] = scopedInformer{gvr: gvr, inf: inf}
 	i.factories = append(i.factories, f)
 	return inf
 }
@@ -247,12 +269,12 @@ func (i *Informers) Start(ctx context.Context) error {
 
 // all returns every informer; the caller holds mu.
 func (i *Informers) all() []cache.SharedIndexInformer {
-	out := make([]cache.SharedIndexInformer, 0, len(i.byGVR)+len(i.named))
+	out := make([]cache.SharedIndexInformer, 0, len(i.byGVR)+len(i.scoped)+len(i.labelled))
 	for _, inf := range i.byGVR {
 		out = append(out, inf)
 	}
-	for _, inf := range i.named {
-		out = append(out, inf)
+	for _, s := range i.scoped {
+		out = append(out, s.inf)
 	}
 	for _, inf := range i.labelled {
 		out = append(out, inf)

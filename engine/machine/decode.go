@@ -19,7 +19,6 @@ func (c *checker) decode(name string, s *spec) *Machine {
 		Resource:      s.Resource,
 		Namespaced:    s.Namespaced,
 		Status:        s.Status,
-		Triggers:      s.Triggers,
 		Related:       map[string]Related{},
 		States:        map[string]State{},
 		Initial:       s.Initial,
@@ -37,6 +36,14 @@ func (c *checker) decode(name string, s *spec) *Machine {
 	}
 	if s.Selector != nil {
 		m.Selector = s.Selector.Labels
+	}
+	for i, t := range s.Triggers {
+		tr := Trigger{Resource: t.Resource, Map: t.Map, NameLabel: t.NameLabel, NamespaceLabel: t.NamespaceLabel,
+			Name: t.Name, On: t.On}
+		for j, f := range t.Fields {
+			tr.Fields = append(tr.Fields, c.path(f, false, "triggers", i, "fields", j))
+		}
+		m.Triggers = append(m.Triggers, tr)
 	}
 	for n, r := range s.Related {
 		rel := Related{Name: n, Resource: r.Resource, NameT: c.str(r.Name, "related", n, "name")}

@@ -315,7 +315,7 @@ type spec struct {
 	Namespaced bool
 	Selector   *struct{ Labels map[string]string }
 	Status     StatusPolicy
-	Triggers   []Trigger
+	Triggers   []specTrigger
 	Related    map[string]struct {
 		Resource        schema.GroupVersionResource
 		Namespace, Name string
@@ -341,6 +341,14 @@ type spec struct {
 	}
 	Workers      int
 	HistoryLimit int
+}
+
+type specTrigger struct {
+	Resource                       schema.GroupVersionResource
+	Map, NameLabel, NamespaceLabel string
+	Name                           string
+	On                             []string
+	Fields                         []string
 }
 
 type specCondition struct {

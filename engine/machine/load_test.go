@@ -141,6 +141,10 @@ func TestDefault(t *testing.T) {
 	if claim.States["pending"].RequeueAfter.String() != "30s" || claim.Derive[0].When.Field.Text != "status.allocation" || claim.Status.Conditions {
 		t.Errorf("claim decoded wrong: %+v", claim)
 	}
+	// Nodes enqueue every pool only when they come, go or change labels.
+	if nt := pool.Triggers[1]; nt.Resource.Resource != "nodes" || len(nt.Fields) != 1 || nt.Fields[0].Text != "metadata.labels" || len(nt.On) != 0 {
+		t.Errorf("pool node trigger = %+v", nt)
+	}
 	if claim.Triggers[2].Map != "driver:podClaims" || claim.Triggers[2].Resource.Resource != "pods" {
 		t.Errorf("claim pod trigger = %+v", claim.Triggers[2])
 	}

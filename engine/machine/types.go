@@ -4,8 +4,10 @@
 package machine
 
 import (
+	"slices"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
@@ -102,6 +104,38 @@ type Trigger struct {
 	NamespaceLabel string
 	// Name, when set, restricts the watch to the one object with that name.
 	Name string
+	// On lists the changes that fire the trigger (TriggerAdd, TriggerUpdate, TriggerDelete);
+	// empty means all of them.
+	On []string
+	// Fields, when set, lets an update fire only when one of these paths changed (e.g. a
+	// Node's metadata.labels, not its heartbeat).
+	Fields []Path
+}
+
+// The changes a trigger may fire on.
+const (
+	TriggerAdd    = "add"
+	TriggerUpdate = "update"
+	TriggerDelete = "delete"
+)
+
+// FiresOn reports whether a change of kind (TriggerAdd, TriggerUpdate, TriggerDelete) fires t,
+// before looking at Fields.
+func (t Trigger) FiresOn(kind string) bool {
+	return len(t.On) == 0 || slices.Contains(t.On, kind)
+}
+
+// Changed reports whether an update from old to cur (JSON-like maps) fires t: always without
+// Fields, else when the value at one of the paths differs (presence included).
+func (t Trigger) Changed(old, cur map[string]any) bool {
+	for _, p := range t.Fields {
+		a, aok := p.Get(old)
+		b, bok := p.Get(cur)
+		if aok != bok || !equality.Semantic.DeepEqual(a, b) {
+			return true
+		}
+	}
+	return len(t.Fields) == 0
 }
 
 // Related is another object found by name in an informer cache.

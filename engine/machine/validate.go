@@ -168,6 +168,9 @@ func (c *checker) check(m *Machine) {
 		if name, ok := strings.CutPrefix(t.Map, "driver:"); ok && !c.l.known.mappers[name] {
 			c.errorf([]any{"triggers", i, "map"}, "unknown mapper %q", name)
 		}
+		if len(t.Fields) > 0 && !t.FiresOn(TriggerUpdate) {
+			c.errorf([]any{"triggers", i, "fields"}, "fields filter updates, but on does not list %q", TriggerUpdate)
+		}
 	}
 	for _, r := range c.refs {
 		if _, ok := m.Related[r.name]; !ok {

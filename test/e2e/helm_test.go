@@ -170,17 +170,25 @@ func TestHelmInstallAndRBAC(t *testing.T) {
 			"create coordination.k8s.io/leases":                     false,
 			"update coordination.k8s.io/leases#draforge-controller": false,
 			"patch coordination.k8s.io/leases":                      false,
-			// The node machine reads node Leases through a cluster-wide informer (the engine
-			// watches a related resource in every namespace), so reading is not limited.
-			"get coordination.k8s.io/leases#draforge-controller": true,
+			// Node Leases are read only in kube-node-lease (the engine watches a related
+			// resource only in its literal namespace).
+			"get coordination.k8s.io/leases#draforge-controller": false,
+			"list coordination.k8s.io/leases":                    false,
+			"watch coordination.k8s.io/leases":                   false,
 		})
 		// The node machine: simulated nodes' conditions and their Leases in kube-node-lease.
 		checkAccess(t, sa, "", map[string]bool{
 			"patch /nodes/status":  true,
 			"update /nodes/status": false,
 			"patch /nodes":         false,
+			// no Lease informer across namespaces
+			"list coordination.k8s.io/leases":  false,
+			"watch coordination.k8s.io/leases": false,
 		})
 		checkAccess(t, sa, "kube-node-lease", map[string]bool{
+			"get coordination.k8s.io/leases#node-a":    true,
+			"list coordination.k8s.io/leases":          true,
+			"watch coordination.k8s.io/leases":         true,
 			"create coordination.k8s.io/leases":        true,
 			"patch coordination.k8s.io/leases#node-a":  true,
 			"update coordination.k8s.io/leases#node-a": false,

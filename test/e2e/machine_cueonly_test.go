@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -14,11 +15,13 @@ import (
 	"k8s.io/client-go/util/retry"
 )
 
-// TestMachineCUEOnly runs a machine written only in CUE (testdata/cueonly/ticker.cue, loaded
-// with --machines, no Go driver) on the real API server: a timer derived from the object's
+// TestMachineCUEOnly runs machines written only in CUE (testdata/cueonly, loaded with
+// --machines, no Go driver) on the real API server: a timer derived from the object's
 // creation and overridden by an annotation, a metadata patch from a template, an Event, and a
 // related Lease applied server-side with a MicroTime renewTime and an owner reference, renewed
-// by a timer on the related object's field (its changes re-enqueue the ConfigMap).
+// by a timer on the related object's field (its changes re-enqueue the ConfigMap) (ticker);
+// a finalizer added and, on deletion, removed by the generic finalizer actions (latch); a
+// Node's Ready heartbeat merged into its conditions (beacon).
 func TestMachineCUEOnly(t *testing.T) {
 	e := newEnv(t)
 	e.Setup(t)
@@ -109,6 +112,37 @@ func TestMachineCUEOnly(t *testing.T) {
 	eventually(t, 10*time.Second, func() (bool, string) {
 		_, err := cms.Get(ctx, cm.Name, metav1.GetOptions{})
 		return apierrors.IsNotFound(err), fmt.Sprintf("after expire: %v", err)
+	})
+
+	// The latch machine adds its finalizer with the generic action, and when the ConfigMap is
+	// deleted removes it with the generic `finalizer: remove` (nothing else would: the
+	// ConfigMap would stay Terminating forever).
+	const latchFinalizer = "e2e.draforge.oaslananka/latch"
+	latch, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "latch",
+		Labels: map[string]string{"e2e.draforge.oaslananka/latch": "true"}}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, func() (bool, string) {
+		got, err := cms.Get(ctx, latch.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return slices.Equal(got.Finalizers, []string{latchFinalizer}) && got.Annotations["e2e.draforge.oaslananka/latched"] == "true",
+			fmt.Sprintf("finalizers %v, annotations %v", got.Finalizers, got.Annotations)
+	})
+	if err := cms.Delete(ctx, latch.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, func() (bool, string) {
+		got, err := cms.Get(ctx, latch.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return true, ""
+		}
+		if err != nil {
+			return false, err.Error()
+		}
+		return false, fmt.Sprintf("still there: deletionTimestamp %v, finalizers %v", got.DeletionTimestamp, got.Finalizers)
 	})
 
 	// The beacon machine patches a Node's status (a resource the drivers cache typed and

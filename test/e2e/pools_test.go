@@ -9,9 +9,11 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/draforge/draforge/drivers/gvr"
 	"github.com/draforge/draforge/drivers/simdevice"
@@ -206,4 +208,76 @@ func TestLegacyAdoptionAndOrphans(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.WaitPoolGone(ctx, t, e.Namespace, "old")
+}
+
+// TestPoolFollowsNodeLabelsNotHeartbeats: the pool machine's Node trigger fires on label
+// changes only (fields: ["metadata.labels"]). A Node's Ready heartbeats and annotation changes
+// start no pool sync; labelling the Node into a pool's nodeSelector publishes a slice on it.
+func TestPoolFollowsNodeLabelsNotHeartbeats(t *testing.T) {
+	e := newEnv(t)
+	e.Setup(t)
+	ctrl := startController(t)
+	ctx := t.Context()
+	nodes := e.Kube.CoreV1().Nodes()
+	node, err := nodes.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "relabel-" + e.Namespace}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = nodes.Delete(context.Background(), node.Name, metav1.DeleteOptions{}) })
+	api := e.Dynamic.Resource(gvr.SimulatedDevicePools).Namespace(e.Namespace)
+	if _, err := api.Create(ctx, newPool(e.Namespace, "by-label", map[string]any{
+		"deviceType": "gpu", "deviceCount": int64(1), "nodeSelector": map[string]any{"e2e.draforge.oaslananka/relabel": e.Namespace},
+	}), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := api.Delete(context.Background(), "by-label", metav1.DeleteOptions{}); err == nil {
+			e.WaitPoolGone(context.Background(), t, e.Namespace, "by-label")
+		}
+	})
+	e.WaitPoolReady(t, e.Namespace, "by-label")
+	if got := e.PoolSlices(t, e.Namespace, "by-label"); len(got) != 0 {
+		t.Fatalf("slices before any node matches: %v", got)
+	}
+	syncs := func() float64 { return ctrl.Metric(t, "draforge_controller_sync_attempts_total", `pipeline="pool"`) }
+	time.Sleep(time.Second) // let the pass that wrote Ready settle
+	before := syncs()
+
+	// Heartbeats and an annotation: updates of the Node that change no label.
+	for i := range 5 {
+		if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			n, err := nodes.Get(ctx, node.Name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			now := metav1.Now()
+			n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
+				LastHeartbeatTime: now, LastTransitionTime: now}}
+			_, err = nodes.UpdateStatus(ctx, n, metav1.UpdateOptions{})
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := nodes.Patch(ctx, node.Name, types.MergePatchType, fmt.Appendf(nil, `{"metadata":{"annotations":{"e2e.draforge.oaslananka/beat":"%d"}}}`, i), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	time.Sleep(time.Second)
+	if after := syncs(); after != before {
+		t.Errorf("10 Node updates without a label change made %v pool syncs", after-before)
+	}
+
+	// A label change re-plans the pools: the node now matches the nodeSelector.
+	if _, err := nodes.Patch(ctx, node.Name, types.MergePatchType,
+		fmt.Appendf(nil, `{"metadata":{"labels":{"e2e.draforge.oaslananka/relabel":%q}}}`, e.Namespace), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, func() (bool, string) {
+		got := e.PoolSlices(t, e.Namespace, "by-label")
+		return len(got) == 1 && got[node.Name] != "", fmt.Sprint(got)
+	})
+	if after := syncs(); after <= before {
+		t.Errorf("the label change made no pool sync (%v, before %v)", after, before)
+	}
 }

@@ -16,8 +16,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
+	"github.com/draforge/draforge/drivers/gvr"
 	"github.com/draforge/draforge/drivers/simdevice"
 	"github.com/draforge/draforge/test/browser"
 	"github.com/draforge/draforge/test/e2e/e2eutil"
@@ -312,5 +314,73 @@ func TestServe(t *testing.T) {
 		t.Errorf("serve exit: %v\n%s", srv.ExitErr, srv.Log())
 	}
 	for range events { // drains; closes when the stream ended
+	}
+}
+
+// TestServeReadOnly: serve alone (no controller) answers machine states through the pure
+// derive step over its caches — a pool with no status is pending, the conditions the
+// controller would write make it synced, another generation makes it pending again — and
+// makes no write: every request it sends is a GET (client-go's own count), and the pool never
+// gets a finalizer or a status from it.
+func TestServeReadOnly(t *testing.T) {
+	e := newEnv(t)
+	e.InstallCRDs(t)
+	ctx := t.Context()
+	srv := startServe(t, "--doctor-interval", "1h")
+	api := e.Dynamic.Resource(gvr.SimulatedDevicePools).Namespace(e.Namespace)
+	pool, err := api.Create(ctx, newPool(e.Namespace, "read-only", map[string]any{
+		"deviceType": "gpu", "deviceCount": int64(1), "targetNodes": []any{"no-such-node"},
+	}), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := "/api/machines/pool/" + e.Namespace + "/read-only"
+	stateIs := func(want string) {
+		t.Helper()
+		eventually(t, 20*time.Second, func() (bool, string) {
+			code, body := srv.Get(path)
+			var mv struct{ State, HistorySource string }
+			_ = json.Unmarshal([]byte(body), &mv)
+			return code == http.StatusOK && mv.State == want && mv.HistorySource == "none", fmt.Sprintf("%d %s", code, body)
+		})
+	}
+	stateIs("pending")
+
+	// The status the controller writes after publishing, for the current generation.
+	now := time.Now().UTC().Format(time.RFC3339)
+	cond := func(typ string) map[string]any {
+		return map[string]any{"type": typ, "status": "True", "reason": "Published", "message": "",
+			"lastTransitionTime": now, "observedGeneration": pool.GetGeneration()}
+	}
+	pool.Object["status"] = map[string]any{"conditions": []any{cond("Ready"), cond("Synced")}}
+	if pool, err = api.UpdateStatus(ctx, pool, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	stateIs("synced")
+	// A spec change: the conditions are for an older generation, the pool is pending again.
+	if pool, err = api.Patch(ctx, "read-only", types.MergePatchType, []byte(`{"spec":{"deviceCount":2}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	stateIs("pending")
+	for _, p := range []string{"/api/summary", "/api/pools", "/api/claims", "/api/graph", "/api/doctor", "/readyz"} {
+		if code, body := srv.Get(p); code != http.StatusOK {
+			t.Errorf("%s: %d %s", p, code, body)
+		}
+	}
+
+	time.Sleep(time.Second) // anything serve would do in reaction has had time to happen
+	if w := srv.Writes(t); w != 0 {
+		t.Errorf("serve made %v write requests", w)
+	}
+	if gets, all := srv.Metric(t, "rest_client_requests_total", `method="GET"`), srv.Metric(t, "rest_client_requests_total"); gets == 0 || gets != all {
+		t.Errorf("serve sent %v requests, %v of them GET", all, gets)
+	}
+	got, err := api.Get(ctx, "read-only", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.GetResourceVersion() != pool.GetResourceVersion() || len(got.GetFinalizers()) != 0 {
+		t.Errorf("the pool changed under serve: resourceVersion %s -> %s, finalizers %v",
+			pool.GetResourceVersion(), got.GetResourceVersion(), got.GetFinalizers())
 	}
 }

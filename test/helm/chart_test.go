@@ -425,7 +425,6 @@ func TestRBACLeastPrivilege(t *testing.T) {
 			"resource.k8s.io|deviceclasses":                   rw,
 			"|nodes":                                          rw,
 			"|nodes/status":                                   {"patch"},
-			"coordination.k8s.io|leases":                      rw,
 			"|pods":                                           rw,
 			"|events":                                         {"create", "patch"},
 			"|namespaces":                                     {"list"},
@@ -435,9 +434,9 @@ func TestRBACLeastPrivilege(t *testing.T) {
 			"coordination.k8s.io|leases":                     {"create"},
 			"coordination.k8s.io|leases#draforge-controller": {"get", "update"},
 		}},
-		// The node machine writes node Leases only in kube-node-lease.
+		// The node machine reads and writes node Leases only in kube-node-lease.
 		{"Role", controllerName + "-node-lease", map[string][]string{
-			"coordination.k8s.io|leases": {"create", "patch"},
+			"coordination.k8s.io|leases": {"get", "list", "watch", "create", "patch"},
 		}},
 		{"ClusterRole", serverName, map[string][]string{
 			"draforge.oaslananka|simulateddevicepools": rw,

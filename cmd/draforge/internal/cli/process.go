@@ -34,20 +34,60 @@ type processOptions struct {
 	allocatorFeatures *structured.Features
 }
 
-// process is what controller and serve both build: the logger, the clients, one set of
-// informers, the drivers registered over them and the machines validated against the drivers.
+// process is what controller and serve both build: the logger, the clients and one set of
+// informers. The controller adds the drivers registered over them (newProcess); serve only
+// reads (newReadOnlyProcess). machines are validated against the drivers' names either way.
 type process struct {
 	log       zerolog.Logger
 	cfg       *rest.Config
 	kube      kubernetes.Interface
 	dyn       dynamic.Interface
 	informers *engine.Informers
-	registry  *engine.Registry
-	drivers   *drivers.Set
+	registry  *engine.Registry // nil in serve
+	drivers   *drivers.Set     // nil in serve
 	machines  []*machine.Machine
 }
 
+// newProcess is the controller's process: the drivers registered over the informers (their
+// stores, the allocator, their actions) and the machines validated against them.
 func newProcess(kf *kubeFlags, o processOptions) (*process, error) {
+	rt, err := newBaseProcess(kf, o)
+	if err != nil {
+		return nil, err
+	}
+	rt.registry = engine.NewRegistry()
+	if rt.drivers, err = drivers.Register(rt.registry, drivers.Deps{Kube: rt.kube, Dynamic: rt.dyn, Informers: rt.informers,
+		Metrics: o.metrics, Log: rt.log, AllocatorFeatures: o.allocatorFeatures}); err != nil {
+		return nil, err
+	}
+	if rt.machines, err = loadMachineDir(o.machinesDir, rt.registry.Names()); err != nil {
+		return nil, err
+	}
+	return rt, nil
+}
+
+// newReadOnlyProcess is serve's process: no driver is registered (no driver store, no
+// allocator, no action, no queue). Its informers cache the resources the drivers read in the
+// same typed, pruned form as the controller's, and the machines are checked against the
+// drivers' names offline, as `draforge machines vet` does, so serve accepts exactly the
+// machine files the controller accepts.
+func newReadOnlyProcess(kf *kubeFlags, o processOptions) (*process, error) {
+	rt, err := newBaseProcess(kf, o)
+	if err != nil {
+		return nil, err
+	}
+	drivers.CacheTyped(rt.informers)
+	names, err := drivers.Names()
+	if err != nil {
+		return nil, err
+	}
+	if rt.machines, err = loadMachineDir(o.machinesDir, names); err != nil {
+		return nil, err
+	}
+	return rt, nil
+}
+
+func newBaseProcess(kf *kubeFlags, o processOptions) (*process, error) {
 	log, err := logging.New(os.Stderr, o.logLevel)
 	if err != nil {
 		return nil, err
@@ -66,20 +106,22 @@ func newProcess(kf *kubeFlags, o processOptions) (*process, error) {
 	if err != nil {
 		return nil, err
 	}
-	rt := &process{log: log, cfg: cfg, kube: kube, dyn: dyn, informers: engine.NewInformers(dyn), registry: engine.NewRegistry()}
-	if rt.drivers, err = drivers.Register(rt.registry, drivers.Deps{Kube: kube, Dynamic: dyn, Informers: rt.informers,
-		Metrics: o.metrics, Log: log, AllocatorFeatures: o.allocatorFeatures}); err != nil {
-		return nil, err
-	}
-	if o.machinesDir != "" {
-		rt.machines, err = machine.LoadDir(o.machinesDir, rt.registry.Names())
+	return &process{log: log, cfg: cfg, kube: kube, dyn: dyn, informers: engine.NewInformers(dyn)}, nil
+}
+
+// loadMachineDir loads the machines of dir, or the embedded ones when dir is empty.
+func loadMachineDir(dir string, names machine.Names) ([]*machine.Machine, error) {
+	var ms []*machine.Machine
+	var err error
+	if dir != "" {
+		ms, err = machine.LoadDir(dir, names)
 	} else {
-		rt.machines, err = machine.Default(rt.registry.Names())
+		ms, err = machine.Default(names)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("load machines:\n%w", err)
 	}
-	return rt, nil
+	return ms, nil
 }
 
 // lifecycle holds the probe and shutdown settings of the operations guide, shared by controller

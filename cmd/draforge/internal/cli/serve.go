@@ -43,8 +43,9 @@ func newServe(kf *kubeFlags) *cobra.Command {
 		Long: `Serve watches SimulatedDevicePools, ResourceSlices, DeviceClasses, ResourceClaims, Pods and
 Nodes with informers and answers every request from the newest snapshot of their caches; it never
 lists from the API server per request. Doctor facts (discovery, the CRD, the controller) are
-gathered every --doctor-interval. Machine states are derived from the caches; their transition
-history lives in the controller and is included when --controller-url is set.
+gathered every --doctor-interval. Machine states are derived from the caches by the machines'
+derive rules alone (no driver, no queue, no write: serve only ever GETs and watches); their
+transition history lives in the controller and is included when --controller-url is set.
 
 The API is read-only and has no authentication: keep it behind a port-forward, a NetworkPolicy or
 an authenticating proxy. CORS is not an authentication boundary.`,
@@ -83,35 +84,51 @@ func runServe(ctx context.Context, kf *kubeFlags, o *serveOptions) error {
 	if err := o.validate(); err != nil {
 		return err
 	}
-	// The machines and drivers of the controller, over the same informers, only to derive
-	// states: the engine is never run, so no action (no write) ever happens here.
-	rt, err := newProcess(kf, processOptions{component: "serve", logLevel: o.logLevel, machinesDir: o.machinesDir,
-		qps: o.qps, burst: o.burst, metrics: prometheus.NewRegistry()})
+	s, err := newServeProcess(kf, o)
 	if err != nil {
 		return err
 	}
-	log, cfg, kube, dyn, informers := rt.log, rt.cfg, rt.kube, rt.dyn, rt.informers
+	s.log.Info().Str("address", o.addr).Int("corsOrigins", len(o.corsOrigins)).Bool("controllerURL", o.controllerURL != "").Msg("serve starting")
+	// One second more than the server's own shutdown, so streams and requests end first.
+	return runPlugins(ctx, s.log, o.shutdownWithin+time.Second, nil, s.plugins...)
+}
+
+// serveProcess is serve built, not yet running: the HTTP server, the informers, the snapshot
+// watcher and the doctor facts loop. It is read only: no driver, no queue, no allocator;
+// machine states come from the pure derive step over the caches (engine.Reader).
+type serveProcess struct {
+	*process
+	plugins []engine.Plugin
+}
+
+func newServeProcess(kf *kubeFlags, o *serveOptions) (*serveProcess, error) {
+	rt, err := newReadOnlyProcess(kf, processOptions{component: "serve", logLevel: o.logLevel, machinesDir: o.machinesDir,
+		qps: o.qps, burst: o.burst})
+	if err != nil {
+		return nil, err
+	}
+	log, cfg, kube, informers := rt.log, rt.cfg, rt.kube, rt.informers
 	// Discovery and CRD reads of the doctor facts get their own bound.
 	factsCfg := rest.CopyConfig(cfg)
 	factsCfg.Timeout = 10 * time.Second
 	factsKube, err := kubernetes.NewForConfig(factsCfg)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	factsDyn, err := dynamic.NewForConfig(factsCfg)
 	if err != nil {
-		return err
+		return nil, err
 	}
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if _, err := metrics.RegisterRESTClient(reg); err != nil {
-		return err
+		return nil, err
 	}
 
-	eng, err := engine.New(engine.Options{Dynamic: dyn, Informers: informers, Registry: rt.registry, Machines: rt.machines, Log: log})
+	states, err := engine.NewReader(informers, rt.machines)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	httpClient := &http.Client{Timeout: 5 * time.Second}
 
@@ -121,16 +138,16 @@ func runServe(ctx context.Context, kf *kubeFlags, o *serveOptions) error {
 	srv, err = server.New(server.Options{
 		Addr: o.addr, Log: log, Version: Version, AllowedOrigins: o.corsOrigins,
 		Readiness: ready, Liveness: health.Liveness{}, Registry: reg,
-		Machines:        &server.EngineMachines{Engine: eng, ControllerURL: o.controllerURL, HTTP: httpClient},
+		Machines:        &server.EngineMachines{Engine: states, ControllerURL: o.controllerURL, HTTP: httpClient},
 		Heartbeat:       o.heartbeat,
 		ShutdownTimeout: o.shutdownWithin,
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	watcher := &server.Watcher{Informers: informers, Server: srv, Interval: o.rebuildInterval}
 	if err := watcher.Register(); err != nil {
-		return err
+		return nil, err
 	}
 	facts := engine.PluginFunc(func(ctx context.Context) error {
 		for {
@@ -145,8 +162,5 @@ func runServe(ctx context.Context, kf *kubeFlags, o *serveOptions) error {
 			}
 		}
 	})
-
-	log.Info().Str("address", o.addr).Int("corsOrigins", len(o.corsOrigins)).Bool("controllerURL", o.controllerURL != "").Msg("serve starting")
-	// One second more than the server's own shutdown, so streams and requests end first.
-	return runPlugins(ctx, log, o.shutdownWithin+time.Second, nil, srv, informers.Plugin(), watcher, facts)
+	return &serveProcess{process: rt, plugins: []engine.Plugin{srv, informers.Plugin(), watcher, facts}}, nil
 }

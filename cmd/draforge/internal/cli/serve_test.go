@@ -1,0 +1,110 @@
+package cli
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/util/workqueue"
+
+	"github.com/draforge/draforge/engine"
+)
+
+// queueCounter records the name of every named workqueue created in this process (the engine
+// names one per machine).
+type queueCounter struct {
+	mu    sync.Mutex
+	names []string
+}
+
+func (q *queueCounter) created() []string {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return slices.Clone(q.names)
+}
+
+func (q *queueCounter) NewDepthMetric(name string) workqueue.GaugeMetric {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.names = append(q.names, name)
+	return noopMetric{}
+}
+func (*queueCounter) NewAddsMetric(string) workqueue.CounterMetric { return noopMetric{} }
+func (*queueCounter) NewLatencyMetric(string) workqueue.HistogramMetric {
+	return noopMetric{}
+}
+func (*queueCounter) NewWorkDurationMetric(string) workqueue.HistogramMetric {
+	return noopMetric{}
+}
+func (*queueCounter) NewUnfinishedWorkSecondsMetric(string) workqueue.SettableGaugeMetric {
+	return noopMetric{}
+}
+func (*queueCounter) NewLongestRunningProcessorSecondsMetric(string) workqueue.SettableGaugeMetric {
+	return noopMetric{}
+}
+func (*queueCounter) NewRetriesMetric(string) workqueue.CounterMetric { return noopMetric{} }
+
+type noopMetric struct{}
+
+func (noopMetric) Inc()            {}
+func (noopMetric) Dec()            {}
+func (noopMetric) Set(float64)     {}
+func (noopMetric) Observe(float64) {}
+
+// TestServeProcessIsReadOnly builds serve exactly as `draforge serve` does (nothing is started,
+// no API server is needed) and checks that it creates no work queue and registers no driver,
+// while building the controller's engine from the same machines creates one queue per
+// machine (so the count would catch an engine in serve).
+func TestServeProcessIsReadOnly(t *testing.T) {
+	counter := &queueCounter{}
+	workqueue.SetProvider(counter)
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kubeconfig, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: c, context: {cluster: c, user: u}}]
+current-context: c
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	kf := &kubeFlags{kubeconfig: kubeconfig}
+	o := &serveOptions{addr: "127.0.0.1:0", logLevel: "error", qps: 20, burst: 40,
+		lifecycle:      lifecycle{readyTimeout: time.Second, readyGrace: time.Second, shutdownWithin: time.Second},
+		doctorInterval: time.Hour, rebuildInterval: time.Second, heartbeat: time.Second}
+	s, err := newServeProcess(kf, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := counter.created(); len(got) != 0 {
+		t.Errorf("serve created work queues %v", got)
+	}
+	if s.registry != nil || s.drivers != nil {
+		t.Error("serve registered drivers")
+	}
+	if len(s.machines) == 0 || len(s.plugins) != 4 {
+		t.Errorf("serve: %d machines, %d plugins", len(s.machines), len(s.plugins))
+	}
+
+	// The controller: its drivers' sweeper and the engine (one queue per machine).
+	rt, err := newProcess(kf, processOptions{component: "controller", logLevel: "error"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := engine.New(engine.Options{Dynamic: rt.dyn, Informers: rt.informers, Registry: rt.registry, Machines: rt.machines}); err != nil {
+		t.Fatal(err)
+	}
+	got := counter.created()
+	slices.Sort(got)
+	want := []string{"orphan-slices"} // the pool driver's sweeper
+	for _, m := range rt.machines {
+		want = append(want, m.Name)
+	}
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("controller queues %v, want %v", got, want)
+	}
+}

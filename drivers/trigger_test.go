@@ -1,0 +1,167 @@
+package drivers
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+
+	"github.com/draforge/draforge/drivers/gvr"
+	"github.com/draforge/draforge/engine"
+	"github.com/draforge/draforge/engine/machine"
+)
+
+// enqueues counts keys added to each machine's queue (the engine reports the depth on every add).
+type enqueues struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (e *enqueues) QueueDepth(m string, _ int) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.n[m]++
+}
+func (e *enqueues) get(m string) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.n[m]
+}
+func (*enqueues) SyncStarted(string)                        {}
+func (*enqueues) SyncFinished(string, time.Duration, error) {}
+func (*enqueues) Retry(string, machine.ErrorClass)          {}
+func (*enqueues) Terminal(string, machine.ErrorClass)       {}
+func (*enqueues) Transition(string, string, string, string) {}
+
+// TestNodeHeartbeatsDoNotEnqueuePools runs the real pool machine over the drivers' real node
+// cache (typed, status pruned): a Ready heartbeat on every node — what the node machine writes
+// every 5 minutes per node — enqueues no pool, a label change enqueues every pool. The same
+// machine without the trigger's fields filter, on the same informers, shows what the filter
+// saves: one enqueue of every pool per node update.
+func TestNodeHeartbeatsDoNotEnqueuePools(t *testing.T) {
+	const nodes, pools = 200, 3
+	var objs []runtime.Object
+	for i := range nodes {
+		n := &unstructured.Unstructured{}
+		n.SetAPIVersion("v1")
+		n.SetKind("Node")
+		n.SetName(fmt.Sprintf("node-%d", i))
+		n.SetLabels(map[string]string{"gpu": "a100"})
+		_ = unstructured.SetNestedSlice(n.Object, []any{map[string]any{"type": "Ready", "status": "True",
+			"lastHeartbeatTime": "2026-01-01T00:00:00Z"}}, "status", "conditions")
+		objs = append(objs, n)
+	}
+	for i := range pools {
+		p := &unstructured.Unstructured{}
+		p.SetAPIVersion(gvr.SimulatedDevicePools.GroupVersion().String())
+		p.SetKind("SimulatedDevicePool")
+		p.SetNamespace("ns")
+		p.SetName(fmt.Sprintf("pool-%d", i))
+		objs = append(objs, p)
+	}
+	client := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
+		gvr.SimulatedDevicePools: "SimulatedDevicePoolList", gvr.ResourceSlices: "ResourceSliceList", gvr.DeviceClasses: "DeviceClassList",
+		gvr.ResourceClaims: "ResourceClaimList", gvr.Nodes: "NodeList", gvr.Pods: "PodList",
+		gvr.CustomResourceDefinitions: "CustomResourceDefinitionList", gvr.Leases: "LeaseList",
+	}, objs...)
+	inf := engine.NewInformers(client)
+	reg := engine.NewRegistry()
+	if _, err := Register(reg, Deps{Dynamic: client, Informers: inf, Log: zerolog.Nop()}); err != nil {
+		t.Fatal(err)
+	}
+	poolMachine := func(unfiltered bool) []*machine.Machine {
+		ms, err := machine.Default(reg.Names())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range ms {
+			if m.Name != "pool" {
+				continue
+			}
+			for i, tr := range m.Triggers {
+				if tr.Resource == gvr.Nodes {
+					if len(tr.Fields) != 1 || tr.Fields[0].Text != "metadata.labels" {
+						t.Fatalf("pool node trigger %+v, want fields [metadata.labels]", tr)
+					}
+					if unfiltered {
+						m.Triggers[i].Fields = nil
+					}
+				}
+			}
+			return []*machine.Machine{m}
+		}
+		t.Fatal("no pool machine")
+		return nil
+	}
+	filtered, unfiltered := &enqueues{n: map[string]int{}}, &enqueues{n: map[string]int{}}
+	for _, e := range []struct {
+		obs *enqueues
+		ms  []*machine.Machine
+	}{{filtered, poolMachine(false)}, {unfiltered, poolMachine(true)}} {
+		if _, err := engine.New(engine.Options{Dynamic: client, Informers: inf, Registry: reg, Machines: e.ms,
+			Observer: e.obs, Log: zerolog.Nop()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := inf.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Initial adds: each pool once for itself, every pool once per node.
+	initial := pools + nodes*pools
+	waitCount(t, filtered, initial)
+	waitCount(t, unfiltered, initial)
+
+	nodesClient := client.Resource(gvr.Nodes)
+	for i := range nodes {
+		n, err := nodesClient.Get(ctx, fmt.Sprintf("node-%d", i), metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = unstructured.SetNestedSlice(n.Object, []any{map[string]any{"type": "Ready", "status": "True",
+			"lastHeartbeatTime": "2026-01-01T00:05:00Z"}}, "status", "conditions")
+		if _, err := nodesClient.UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		// The fake watch has a small buffer: let the informer take each event first.
+		waitCount(t, unfiltered, initial+(i+1)*pools)
+	}
+	n, err := nodesClient.Get(ctx, "node-0", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.SetLabels(map[string]string{"gpu": "h100"})
+	if _, err := nodesClient.Update(ctx, n, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// Node events are delivered in order: once the unfiltered machine saw the label change,
+	// every heartbeat came before it.
+	waitCount(t, unfiltered, initial+(nodes+1)*pools)
+	waitCount(t, filtered, initial+pools)
+	time.Sleep(100 * time.Millisecond)
+	if got := filtered.get("pool") - initial; got != pools {
+		t.Errorf("filtered: %d pool enqueues for %d heartbeats and 1 label change, want %d (the label change only)", got, nodes, pools)
+	}
+	t.Logf("%d heartbeats + 1 label change: %d pool enqueues with fields [metadata.labels], %d without",
+		nodes, filtered.get("pool")-initial, unfiltered.get("pool")-initial)
+}
+
+func waitCount(t *testing.T, e *enqueues, want int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for e.get("pool") < want {
+		if time.Now().After(deadline) {
+			t.Fatalf("pool enqueues %d, want %d", e.get("pool"), want)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
