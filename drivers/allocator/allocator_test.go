@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -635,4 +636,79 @@ func BenchmarkAllocate(b *testing.B) {
 			a.Release(c.UID)
 		}
 	})
+}
+
+func taintRule(name string, sel *resourcev1.DeviceTaintSelector, effect resourcev1.DeviceTaintEffect) *resourcev1.DeviceTaintRule {
+	return &resourcev1.DeviceTaintRule{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: resourcev1.DeviceTaintRuleSpec{DeviceSelector: sel,
+			Taint: resourcev1.DeviceTaint{Key: "maintenance", Value: name, Effect: effect}},
+	}
+}
+
+// DeviceTaintRules taint the devices they select, as kube-scheduler's ResourceSlice tracker
+// applies them: by driver, pool and device, unset fields matching all, no selector matching
+// nothing, effect None not preventing allocation, tolerations in the request honoured.
+func TestDeviceTaintRules(t *testing.T) {
+	ctx := context.Background()
+	a := cluster(t, []string{"node-a", "node-b"}, 2, nil)
+	free := func(c *resourcev1.ResourceClaim) []string {
+		t.Helper()
+		ex := a.Explain(ctx, c)
+		var out []string
+		for _, d := range ex.Requests[0].Devices {
+			if d.Available {
+				out = append(out, d.Pool+"/"+d.Device)
+			}
+		}
+		return out
+	}
+	all := newClaim("all", resourcev1.DeviceRequest{Name: "gpu", Exactly: &resourcev1.ExactDeviceRequest{
+		DeviceClassName: "gpu", AllocationMode: resourcev1.DeviceAllocationModeAll}})
+
+	a.UpsertTaintRule(taintRule("none", &resourcev1.DeviceTaintSelector{Driver: ptr.To(driver)}, resourcev1.DeviceTaintEffectNone))
+	a.UpsertTaintRule(taintRule("noselector", nil, resourcev1.DeviceTaintEffectNoSchedule))
+	a.UpsertTaintRule(taintRule("otherdriver", &resourcev1.DeviceTaintSelector{Driver: ptr.To("other.example.com")}, resourcev1.DeviceTaintEffectNoSchedule))
+	if got := free(all); len(got) != 4 {
+		t.Fatalf("rules that select nothing or have effect None: available %v, want all 4", got)
+	}
+	a.UpsertTaintRule(taintRule("dev0", &resourcev1.DeviceTaintSelector{Pool: ptr.To("node-a"), Device: ptr.To("dev-0")}, resourcev1.DeviceTaintEffectNoSchedule))
+	a.UpsertTaintRule(taintRule("poolb", &resourcev1.DeviceTaintSelector{Driver: ptr.To(driver), Pool: ptr.To("node-b")}, resourcev1.DeviceTaintEffectNoExecute))
+	if got, want := free(all), []string{"node-a/dev-1"}; !slices.Equal(got, want) {
+		t.Fatalf("available %v, want %v", got, want)
+	}
+	ex := a.Explain(ctx, all)
+	assertReason(t, findDevice(t, ex.Requests[0], "node-a/dev-0"), ReasonTainted, "maintenance=dev0:NoSchedule (from DeviceTaintRule dev0)")
+	assertReason(t, findDevice(t, ex.Requests[0], "node-b/dev-1"), ReasonTainted, "maintenance=poolb:NoExecute (from DeviceTaintRule poolb)")
+	mustFail(t, a, all)
+
+	two := newClaim("two", exactly("gpu", "gpu", 2))
+	mustFail(t, a, two)
+	one := newClaim("one", exactly("gpu", "gpu", 1))
+	if got := devicesOf(mustAllocate(t, a, one)); !slices.Equal(got, []string{"gpu=node-a/dev-1"}) {
+		t.Errorf("one device: got %v, want the only untainted one", got)
+	}
+	a.Release(one.UID)
+
+	tolerating := newClaim("tol", exactly("gpu", "gpu", 2))
+	tolerating.Spec.Devices.Requests[0].Exactly.Tolerations = []resourcev1.DeviceToleration{{
+		Key: "maintenance", Operator: resourcev1.DeviceTolerationOpEqual, Value: "poolb", Effect: resourcev1.DeviceTaintEffectNoExecute}}
+	if got := nodeOf(t, mustAllocate(t, a, tolerating)); got != "node-b" {
+		t.Errorf("tolerating poolb: allocated on %s, want node-b", got)
+	}
+	a.Release(tolerating.UID)
+
+	// Removing the rule makes the devices usable again.
+	a.DeleteTaintRule(taintRule("poolb", nil, ""))
+	if got := nodeOf(t, mustAllocate(t, a, two)); got != "node-b" {
+		t.Errorf("after deleting poolb: allocated on %s, want node-b", got)
+	}
+
+	// With the DRADeviceTaintRules gate off the rules are ignored.
+	off := New(Options{IgnoreDeviceTaintRules: true})
+	off.UpsertClass(newClass("gpu"))
+	off.UpsertNode(newNode("node-a"))
+	off.UpsertSlice(compactslice.From(newSlice("node-a", 1, nil)))
+	off.UpsertTaintRule(taintRule("all", &resourcev1.DeviceTaintSelector{}, resourcev1.DeviceTaintEffectNoSchedule))
+	mustAllocate(t, off, newClaim("c", exactly("gpu", "gpu", 1)))
 }

@@ -354,7 +354,11 @@ func (a *Allocator) usability(snap *snapshot, v requestView, d device) []Reason 
 				tolerated = tolerated || resourceclaim.ToleratesTaint(tol, t)
 			}
 			if !tolerated {
-				reasons = append(reasons, Reason{ReasonTainted, fmt.Sprintf("taint %s=%s:%s is not tolerated", t.Key, t.Value, t.Effect)})
+				from := "published by the driver"
+				if rule := snap.taintSource(d.slice, d.dev.Name, t); rule != "" {
+					from = "from DeviceTaintRule " + rule
+				}
+				reasons = append(reasons, Reason{ReasonTainted, fmt.Sprintf("taint %s=%s:%s (%s) is not tolerated", t.Key, t.Value, t.Effect, from)})
 			}
 		}
 	}

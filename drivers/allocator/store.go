@@ -39,14 +39,18 @@ type Options struct {
 	Features *structured.Features
 	// CELCacheSize overrides DefaultCELCacheSize.
 	CELCacheSize int
+	// IgnoreDeviceTaintRules leaves DeviceTaintRules out, as kube-scheduler does with the
+	// DRADeviceTaintRules gate off (featuregates.Gates.DeviceTaintRules).
+	IgnoreDeviceTaintRules bool
 }
 
 // Allocator holds the observed cluster state relevant to DRA and allocates claims against it.
 // All methods are safe for concurrent use. Objects passed in are never modified and must not be
 // modified by the caller afterwards (informer cache objects satisfy this).
 type Allocator struct {
-	features structured.Features
-	celCache *cel.Cache
+	features          structured.Features
+	taintRulesEnabled bool
+	celCache          *cel.Cache
 
 	// allocMu serializes "compute an allocation + record it in flight", so two callers can
 	// never pick the same device. It is always taken before mu.
@@ -58,6 +62,8 @@ type Allocator struct {
 	claims   map[string]*resourcev1.ResourceClaim // by namespace/name
 	nodes    map[string]*corev1.Node              // by name
 	inFlight map[types.UID]reservation
+	// taintRules are the DeviceTaintRules by name, applied to slices in snapshots.
+	taintRules map[string]*resourcev1.DeviceTaintRule
 }
 
 // reservation is an allocation that was (or is about to be) written but is not yet observed.
@@ -77,13 +83,15 @@ func New(opts Options) *Allocator {
 		size = DefaultCELCacheSize
 	}
 	return &Allocator{
-		features: features,
-		celCache: cel.NewCache(size, featuregates.CEL(features)),
-		slices:   map[string]*compactslice.Slice{},
-		classes:  map[string]*resourcev1.DeviceClass{},
-		claims:   map[string]*resourcev1.ResourceClaim{},
-		nodes:    map[string]*corev1.Node{},
-		inFlight: map[types.UID]reservation{},
+		features:          features,
+		taintRulesEnabled: !opts.IgnoreDeviceTaintRules,
+		celCache:          cel.NewCache(size, featuregates.CEL(features)),
+		taintRules:        map[string]*resourcev1.DeviceTaintRule{},
+		slices:            map[string]*compactslice.Slice{},
+		classes:           map[string]*resourcev1.DeviceClass{},
+		claims:            map[string]*resourcev1.ResourceClaim{},
+		nodes:             map[string]*corev1.Node{},
+		inFlight:          map[types.UID]reservation{},
 	}
 }
 
@@ -295,15 +303,18 @@ type snapshot struct {
 	nodes    []*corev1.Node // all observed nodes, sorted by name
 	state    structured.AllocatedState
 	owners   map[structured.DeviceID]string
+	// taintRules are applied to every slice the snapshot expands.
+	taintRules []*resourcev1.DeviceTaintRule
 }
 
 // snapshotLocked takes a snapshot; the in-flight reservation of the claim with UID except, if
 // any, is left out, so that claim is seen as holding no devices.
 func (a *Allocator) snapshotLocked(except types.UID) *snapshot {
 	s := &snapshot{
-		expanded: map[*compactslice.Slice]*resourcev1.ResourceSlice{},
-		classes:  make(map[string]*resourcev1.DeviceClass, len(a.classes)),
-		owners:   a.ownersLocked(except),
+		expanded:   map[*compactslice.Slice]*resourcev1.ResourceSlice{},
+		classes:    make(map[string]*resourcev1.DeviceClass, len(a.classes)),
+		owners:     a.ownersLocked(except),
+		taintRules: a.taintRulesLocked(),
 		state: structured.AllocatedState{
 			AllocatedDevices:         sets.New[structured.DeviceID](),
 			AllocatedSharedDeviceIDs: sets.New[structured.SharedDeviceID](),
@@ -405,11 +416,13 @@ func (s *snapshot) withFreeDevices(nodes []*corev1.Node) []*corev1.Node {
 	return out
 }
 
-// typed returns sl as the API type, expanding it once per snapshot.
+// typed returns sl as the API type with the DeviceTaintRules applied, expanding it once per
+// snapshot.
 func (s *snapshot) typed(sl *compactslice.Slice) *resourcev1.ResourceSlice {
 	t, ok := s.expanded[sl]
 	if !ok {
 		t = sl.Expand()
+		applyTaintRules(t, s.taintRules)
 		s.expanded[sl] = t
 	}
 	return t

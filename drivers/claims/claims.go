@@ -16,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/dynamic-resource-allocation/structured"
 
 	"github.com/draforge/draforge/drivers/allocator"
 	"github.com/draforge/draforge/engine"
@@ -27,8 +26,10 @@ var (
 	SlicesGVR  = schema.GroupVersionResource{Group: "resource.k8s.io", Version: "v1", Resource: "resourceslices"}
 	ClassesGVR = schema.GroupVersionResource{Group: "resource.k8s.io", Version: "v1", Resource: "deviceclasses"}
 	ClaimsGVR  = schema.GroupVersionResource{Group: "resource.k8s.io", Version: "v1", Resource: "resourceclaims"}
-	NodesGVR   = schema.GroupVersionResource{Version: "v1", Resource: "nodes"}
-	PodsGVR    = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
+	// TaintRulesGVR are DeviceTaintRules: they taint devices like the driver's own taints.
+	TaintRulesGVR = schema.GroupVersionResource{Group: "resource.k8s.io", Version: "v1", Resource: "devicetaintrules"}
+	NodesGVR      = schema.GroupVersionResource{Version: "v1", Resource: "nodes"}
+	PodsGVR       = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
 )
 
 // Driver allocates claims the scheduler will not handle.
@@ -39,11 +40,11 @@ type Driver struct {
 	allocated prometheus.Counter
 }
 
-// Register feeds the allocator from inf and registers the driver's functions in reg. features
-// are the allocator's (nil: allocator.DefaultFeatures, kube-scheduler's 1.37 defaults).
-func Register(reg *engine.Registry, inf *engine.Informers, kube kubernetes.Interface, metrics prometheus.Registerer, features *structured.Features) (*Driver, error) {
+// Register feeds the allocator from inf and registers the driver's functions in reg. opts
+// configure the allocator (zero: kube-scheduler's 1.37 defaults).
+func Register(reg *engine.Registry, inf *engine.Informers, kube kubernetes.Interface, metrics prometheus.Registerer, opts allocator.Options) (*Driver, error) {
 	d := &Driver{
-		Allocator: allocator.New(allocator.Options{Features: features}),
+		Allocator: allocator.New(opts),
 		Pods:      allocator.NewPodIndex(),
 		kube:      kube,
 		allocated: prometheus.NewCounter(prometheus.CounterOpts{Name: "draforge_controller_allocations_total",
@@ -57,6 +58,7 @@ func Register(reg *engine.Registry, inf *engine.Informers, kube kubernetes.Inter
 	a := d.Allocator
 	engine.Feed(inf, SlicesGVR, a.UpsertSlice, a.DeleteSlice)
 	engine.Feed(inf, ClassesGVR, a.UpsertClass, a.DeleteClass)
+	engine.Feed(inf, TaintRulesGVR, a.UpsertTaintRule, a.DeleteTaintRule)
 	engine.Feed(inf, ClaimsGVR, a.UpsertClaim, a.DeleteClaim)
 	engine.Feed(inf, NodesGVR, a.UpsertNode, a.DeleteNode)
 	engine.Feed(inf, PodsGVR, d.Pods.Upsert, d.Pods.Delete)

@@ -32,6 +32,8 @@ type processOptions struct {
 	metrics prometheus.Registerer
 	// allocatorFeatures overrides the allocator's default features (--feature-gates).
 	allocatorFeatures *structured.Features
+	// ignoreDeviceTaintRules is --feature-gates DRADeviceTaintRules=false.
+	ignoreDeviceTaintRules bool
 }
 
 // process is what controller and serve both build: the logger, the clients, one set of
@@ -68,7 +70,8 @@ func newProcess(kf *kubeFlags, o processOptions) (*process, error) {
 	}
 	rt := &process{log: log, cfg: cfg, kube: kube, dyn: dyn, informers: engine.NewInformers(dyn), registry: engine.NewRegistry()}
 	if rt.drivers, err = drivers.Register(rt.registry, drivers.Deps{Kube: kube, Dynamic: dyn, Informers: rt.informers,
-		Metrics: o.metrics, Log: log, AllocatorFeatures: o.allocatorFeatures}); err != nil {
+		Metrics: o.metrics, Log: log, AllocatorFeatures: o.allocatorFeatures,
+		IgnoreDeviceTaintRules: o.ignoreDeviceTaintRules}); err != nil {
 		return nil, err
 	}
 	if o.machinesDir != "" {

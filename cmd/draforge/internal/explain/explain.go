@@ -56,6 +56,9 @@ func NewAllocator(s *inventory.Snapshot) *allocator.Allocator {
 	for _, n := range s.Nodes {
 		a.UpsertNode(n)
 	}
+	for _, r := range s.TaintRules {
+		a.UpsertTaintRule(r)
+	}
 	return a
 }
 

@@ -47,6 +47,7 @@ func (wt *Watcher) Register() error {
 	for kind, gvr := range map[string]schema.GroupVersionResource{
 		simdevice.Kind: simdevice.GVR, "ResourceSlice": claims.SlicesGVR, "DeviceClass": claims.ClassesGVR,
 		"ResourceClaim": claims.ClaimsGVR, "Pod": claims.PodsGVR, "Node": claims.NodesGVR,
+		"DeviceTaintRule": claims.TaintRulesGVR,
 	} {
 		inf := wt.Informers.For(gvr)
 		wt.infs[kind] = inf
@@ -168,6 +169,7 @@ func (wt *Watcher) build() *inventory.Snapshot {
 	s.Claims = typedList[resourcev1.ResourceClaim](wt.infs["ResourceClaim"])
 	s.Pods = typedList[corev1.Pod](wt.infs["Pod"])
 	s.Nodes = typedList[corev1.Node](wt.infs["Node"])
+	s.TaintRules = typedList[resourcev1.DeviceTaintRule](wt.infs["DeviceTaintRule"])
 	return s.Sort()
 }
 
