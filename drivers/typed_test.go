@@ -52,7 +52,7 @@ func TestTypedCachesShareObjects(t *testing.T) {
 				Pool: resourcev1.ResourcePool{Name: "p", ResourceSliceCount: 1}}}),
 	}
 	client := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
-		simdevice.GVR: "SimulatedDevicePoolList", claims.SlicesGVR: "ResourceSliceList", claims.ClassesGVR: "DeviceClassList",
+		simdevice.GVR: "SimulatedDevicePoolList", claims.SlicesGVR: "ResourceSliceList", claims.ClassesGVR: "DeviceClassList", claims.TaintRulesGVR: "DeviceTaintRuleList",
 		claims.ClaimsGVR: "ResourceClaimList", claims.NodesGVR: "NodeList", claims.PodsGVR: "PodList",
 		pools.CRDGVR: "CustomResourceDefinitionList",
 	}, objs...)
