@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -303,6 +304,8 @@ type snapshot struct {
 	nodes    []*corev1.Node // all observed nodes, sorted by name
 	state    structured.AllocatedState
 	owners   map[structured.DeviceID]string
+	// consumed is the capacity taken from shared devices, per device (explain only).
+	consumed map[structured.DeviceID]map[resourcev1.QualifiedName]resource.Quantity
 	// taintRules are applied to every slice the snapshot expands.
 	taintRules []*resourcev1.DeviceTaintRule
 }
@@ -314,6 +317,7 @@ func (a *Allocator) snapshotLocked(except types.UID) *snapshot {
 		expanded:   map[*compactslice.Slice]*resourcev1.ResourceSlice{},
 		classes:    make(map[string]*resourcev1.DeviceClass, len(a.classes)),
 		owners:     a.ownersLocked(except),
+		consumed:   map[structured.DeviceID]map[resourcev1.QualifiedName]resource.Quantity{},
 		taintRules: a.taintRulesLocked(),
 		state: structured.AllocatedState{
 			AllocatedDevices:         sets.New[structured.DeviceID](),
@@ -345,6 +349,14 @@ func (a *Allocator) snapshotLocked(except types.UID) *snapshot {
 				s.state.AllocatedSharedDeviceIDs.Insert(structured.MakeSharedDeviceID(id, r.ShareID))
 				if r.ConsumedCapacity != nil {
 					s.state.AggregatedCapacity.Insert(structured.NewDeviceConsumedCapacity(id, r.ConsumedCapacity))
+					if s.consumed[id] == nil {
+						s.consumed[id] = map[resourcev1.QualifiedName]resource.Quantity{}
+					}
+					for name, q := range r.ConsumedCapacity {
+						sum := s.consumed[id][name]
+						sum.Add(q)
+						s.consumed[id][name] = sum
+					}
 				}
 				continue
 			}
