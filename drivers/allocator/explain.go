@@ -223,9 +223,6 @@ func (a *Allocator) Explain(ctx context.Context, claim *resourcev1.ResourceClaim
 				continue
 			}
 			if best[i] < int(v.count) {
-				if tainted := countReason(re.Devices, ReasonTainted); tainted > 0 {
-					addRemedy("add a toleration to request %s or remove the taints from the %d tainted matching devices", v.name, tainted)
-				}
 				addRemedy("no node has %d free devices of class %q for request %s (at most %d on one node): free devices, add capacity or lower %s.count", v.count, v.className, v.name, best[i], v.path)
 			}
 		}
@@ -462,19 +459,6 @@ func (a *Allocator) devices(snap *snapshot) []device {
 		return x.id.String() < y.id.String()
 	})
 	return out
-}
-
-func countReason(devices []DeviceExplanation, code string) int {
-	n := 0
-	for _, d := range devices {
-		for _, r := range d.Reasons {
-			if r.Code == code {
-				n++
-				break
-			}
-		}
-	}
-	return n
 }
 
 func constraintNames(claim *resourcev1.ResourceClaim) string {
