@@ -57,7 +57,8 @@ type Config struct {
 	ChurnRate                            float64
 	ChurnDuration                        time.Duration
 	MemoryObjects                        int
-	// Only, when non-empty, selects phases: publish, alloc, churn, cost, memory.
+	ExplainNodes, ExplainDevices         int
+	// Only, when non-empty, selects phases: publish, alloc, churn, cost, memory, explain.
 	Only map[string]bool
 }
 
@@ -70,6 +71,7 @@ func DefaultConfig() Config {
 		SteadyWindow: 60 * time.Second,
 		ChurnRate:    20, ChurnDuration: 20 * time.Second,
 		MemoryObjects: 2000,
+		ExplainNodes:  1000, ExplainDevices: 8,
 	}
 }
 
@@ -92,6 +94,14 @@ func Run(ctx context.Context, cfg Config, log io.Writer) ([]Row, error) {
 			}
 			rows = append(rows, Row{Metric: fmt.Sprintf("cache memory per object (%s, n=%d)", kind, cfg.MemoryObjects),
 				Value: fmt.Sprintf("%.2f KiB", b/1024), Target: "<= 6 KiB", OK: b <= 6*1024})
+		}
+	}
+	if cfg.run("explain") {
+		if r, err := Explain(ctx, cfg.ExplainNodes, cfg.ExplainDevices, 3); err != nil {
+			fail("explain latency", err)
+		} else {
+			rows = append(rows, Row{Metric: fmt.Sprintf("explain latency, pending claim (%d nodes x %d devices, 2 drivers, median of %d)", r.Nodes, r.Devices, r.Runs),
+				Value: ms(r.Latency), Target: "<= " + ExplainTarget.String(), OK: r.Latency <= ExplainTarget})
 		}
 	}
 	if !cfg.run("publish") && !cfg.run("alloc") && !cfg.run("churn") && !cfg.run("cost") {
