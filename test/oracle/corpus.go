@@ -12,6 +12,7 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 )
 
@@ -32,10 +33,12 @@ type World struct {
 	Rules     []*resourcev1.DeviceTaintRule
 }
 
-// Template is one node and the slices published for it (NodeName set to Node.Name).
+// Template is one node and the slices published for it (NodeName set to Node.Name), and
+// the allocations already holding some of its devices (results name the template's pools).
 type Template struct {
-	Node   *corev1.Node
-	Slices []*resourcev1.ResourceSlice
+	Node      *corev1.Node
+	Slices    []*resourcev1.ResourceSlice
+	Allocated []resourcev1.DeviceRequestAllocationResult
 }
 
 // Case is one claim to decide in a world.
@@ -168,6 +171,22 @@ func RandomWorld() *World {
 	add("nic", slice("nic", nicDriver, "nics", 1, nics(4, 200)))
 	add("mixed", slice("mixed", gpuDriver, "gpus", 1, gpus(4, "a100", "40Gi", "1.6.0", 0, nil)), slice("mixed", nicDriver, "nics", 1, nics(4, 100)))
 	add("tainted", slice("tainted", gpuDriver, "gpus", 1, gpus(4, "h100", "80Gi", "2.1.0", 0, ns)))
+	// The same devices partly taken by other claims: whole devices, a whole GPU whose
+	// partitions then have no counters left, one partition, shared bandwidth.
+	add("a100x4-busy", slice("a100x4-busy", gpuDriver, "gpus", 1, gpus(4, "a100", "40Gi", "1.4.2", 0, nil)))
+	w.Templates[len(w.Templates)-1].Allocated = []resourcev1.DeviceRequestAllocationResult{
+		{Request: "r", Driver: gpuDriver, Pool: "a100x4-busy", Device: "gpu-0"},
+		{Request: "r", Driver: gpuDriver, Pool: "a100x4-busy", Device: "gpu-1"}}
+	add("mig-busy", migSlices("mig-busy")...)
+	w.Templates[len(w.Templates)-1].Allocated = []resourcev1.DeviceRequestAllocationResult{
+		{Request: "r", Driver: gpuDriver, Pool: "mig-busy", Device: "gpu-0"},
+		{Request: "r", Driver: gpuDriver, Pool: "mig-busy", Device: "gpu-1-mig-3g-0"}}
+	add("nic-busy", slice("nic-busy", nicDriver, "nics", 1, nics(4, 200)))
+	w.Templates[len(w.Templates)-1].Allocated = []resourcev1.DeviceRequestAllocationResult{
+		{Request: "r", Driver: nicDriver, Pool: "nic-busy", Device: "nic-1", ShareID: ptr.To(types.UID("8f0c2a5e-0000-4000-8000-000000000001")),
+			ConsumedCapacity: map[resourcev1.QualifiedName]resource.Quantity{"bandwidth": qty("80G")}},
+		{Request: "r", Driver: nicDriver, Pool: "nic-busy", Device: "nic-2", ShareID: ptr.To(types.UID("8f0c2a5e-0000-4000-8000-000000000002")),
+			ConsumedCapacity: map[resourcev1.QualifiedName]resource.Quantity{"bandwidth": qty("95G")}}}
 	w.Classes = []*resourcev1.DeviceClass{
 		class("gpu", `device.driver == "`+gpuDriver+`" && device.attributes["`+gpuDriver+`"].type == "gpu"`),
 		class("mig", `device.driver == "`+gpuDriver+`" && device.attributes["`+gpuDriver+`"].type == "mig"`),

@@ -291,6 +291,20 @@ func createNode(ctx context.Context, name string, tpl Template) error {
 			return err
 		}
 	}
+	if len(tpl.Allocated) > 0 {
+		// An allocated claim, as a scheduler would have written it: its devices are taken.
+		busy := BusyClaim(name, name, tpl.Allocated, func(pool string) string { return pool + "-" + name })
+		status := busy.Status
+		busy.ObjectMeta = metav1.ObjectMeta{Name: busy.Name, Namespace: namespace}
+		created, err := kube.ResourceV1().ResourceClaims(namespace).Create(ctx, busy, metav1.CreateOptions{})
+		if err != nil {
+			return fmt.Errorf("busy claim: %w", err)
+		}
+		created.Status = status
+		if _, err := kube.ResourceV1().ResourceClaims(namespace).UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+			return fmt.Errorf("busy claim status: %w", err)
+		}
+	}
 	for _, s := range tpl.Slices {
 		s = s.DeepCopy()
 		s.ObjectMeta = metav1.ObjectMeta{Name: name + "-" + s.Name}

@@ -3,6 +3,10 @@ package oracle
 import (
 	"context"
 
+	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/draforge/draforge/drivers/allocator"
@@ -39,6 +43,9 @@ func Simulate(ctx context.Context, cases []Case) [][]Verdict {
 				for _, s := range t.Slices {
 					a.UpsertSlice(compactslice.From(s))
 				}
+				if len(t.Allocated) > 0 {
+					a.UpsertClaim(BusyClaim(t.Node.Name, t.Node.Name, t.Allocated, func(pool string) string { return pool }))
+				}
 			}
 			allocs[c.World] = a
 		}
@@ -59,4 +66,23 @@ func Simulate(ctx context.Context, cases []Case) [][]Verdict {
 		}
 	}
 	return out
+}
+
+// BusyClaim is an allocated claim holding a template's Allocated devices on node, with pool
+// names mapped by pool (the cluster copy renames pools per node).
+func BusyClaim(name, node string, results []resourcev1.DeviceRequestAllocationResult, pool func(string) string) *resourcev1.ResourceClaim {
+	c := &resourcev1.ResourceClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "busy-" + name, Namespace: "oracle", UID: types.UID("busy-" + name)},
+		Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{{
+			Name: "r", Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: "any-gpu", AllocationMode: resourcev1.DeviceAllocationModeAll}}}}},
+		Status: resourcev1.ResourceClaimStatus{Allocation: &resourcev1.AllocationResult{
+			NodeSelector: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchFields: []corev1.NodeSelectorRequirement{{
+				Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{node}}}}}}}},
+	}
+	for _, r := range results {
+		r = *r.DeepCopy()
+		r.Pool = pool(r.Pool)
+		c.Status.Allocation.Devices.Results = append(c.Status.Allocation.Devices.Results, r)
+	}
+	return c
 }
