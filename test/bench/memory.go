@@ -122,6 +122,7 @@ var memoryGVRs = map[schema.GroupVersionResource]string{
 	simdevice.GVR:                           "SimulatedDevicePoolList",
 	claims.SlicesGVR:                        "ResourceSliceList",
 	claims.ClassesGVR:                       "DeviceClassList",
+	claims.TaintRulesGVR:                    "DeviceTaintRuleList",
 	claims.ClaimsGVR:                        "ResourceClaimList",
 	claims.NodesGVR:                         "NodeList",
 	claims.PodsGVR:                          "PodList",
