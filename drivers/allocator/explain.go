@@ -279,9 +279,11 @@ func (a *Allocator) explainRequest(ctx context.Context, snap *snapshot, v reques
 		if len(reasons) == 0 {
 			reasons = a.evalSelectors(ctx, d, v.selectors, "request "+v.name, ReasonRequestSelectorFalse, addRemedy, failedRequest)
 		}
+		// A device the selectors exclude is counted under that reason alone: that it is also
+		// allocated or tainted does not matter to this request.
 		selectorOK := len(reasons) == 0
-		reasons = append(reasons, a.usability(snap, v, d)...)
 		if selectorOK {
+			reasons = append(reasons, a.usability(snap, v, d)...)
 			reasons = append(reasons, a.capacityReasons(snap, v, d)...)
 			if !snap.state.AllocatedDevices.Has(d.id) {
 				reasons = append(reasons, counters.countersReason(d)...)

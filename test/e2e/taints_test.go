@@ -15,6 +15,7 @@ import (
 // take the other one; a second claim then stays pending (one device taken, one tainted) until
 // the rule is deleted, and deleting it lets that claim allocate the formerly tainted device
 // well before the pending state's 30 s re-check (the rule's delete event triggers the retry).
+// While it is pending, `draforge explain` names the rule.
 func TestDeviceTaintRules(t *testing.T) {
 	e := newEnv(t)
 	e.Setup(t)
@@ -100,6 +101,15 @@ func TestDeviceTaintRules(t *testing.T) {
 	time.Sleep(3 * time.Second)
 	if dev, ok := allocatedDevice("second"); ok {
 		t.Fatalf("claim second was allocated device %s although the only free device is tainted", dev)
+	}
+
+	// explain reads the rule from the API server and names it with the field to change.
+	ex := mustCLI(t, "explain", "-n", e.Namespace, "second")
+	for _, want := range []string{"excluded: AlreadyAllocated=1", "Tainted=1", "or delete DeviceTaintRule " + rule.Name,
+		`spec.devices.requests[0].exactly.tolerations: key "example.com/maintenance", effect NoSchedule`} {
+		if !strings.Contains(ex, want) {
+			t.Errorf("explain lacks %q:\n%s", want, ex)
+		}
 	}
 
 	if err := e.Kube.ResourceV1().DeviceTaintRules().Delete(ctx, rule.Name, metav1.DeleteOptions{}); err != nil {
