@@ -16,6 +16,7 @@ import (
 	"github.com/draforge/draforge/drivers/allocator"
 	"github.com/draforge/draforge/drivers/claims"
 	"github.com/draforge/draforge/drivers/compactslice"
+	"github.com/draforge/draforge/drivers/gvr"
 	"github.com/draforge/draforge/drivers/pools"
 	"github.com/draforge/draforge/engine"
 )
@@ -66,11 +67,11 @@ func Register(reg *engine.Registry, d Deps) (*Set, error) {
 // drivers and the serve views read; slices are cached as *compactslice.Slice. The machines'
 // own resources stay unstructured.
 func CacheTyped(inf *engine.Informers) {
-	inf.CacheTyped(claims.SlicesGVR, func() runtime.Object { return &resourcev1.ResourceSlice{} }, compactSlice)
-	inf.CacheTyped(claims.ClassesGVR, func() runtime.Object { return &resourcev1.DeviceClass{} }, nil)
-	inf.CacheTyped(claims.TaintRulesGVR, func() runtime.Object { return &resourcev1.DeviceTaintRule{} }, nil)
-	inf.CacheTyped(claims.NodesGVR, func() runtime.Object { return &corev1.Node{} }, pruneNode)
-	inf.CacheTyped(claims.PodsGVR, func() runtime.Object { return &corev1.Pod{} }, prunePod)
+	inf.CacheTyped(gvr.ResourceSlices, func() runtime.Object { return &resourcev1.ResourceSlice{} }, compactSlice)
+	inf.CacheTyped(gvr.DeviceClasses, func() runtime.Object { return &resourcev1.DeviceClass{} }, nil)
+	inf.CacheTyped(gvr.DeviceTaintRules, func() runtime.Object { return &resourcev1.DeviceTaintRule{} }, nil)
+	inf.CacheTyped(gvr.Nodes, func() runtime.Object { return &corev1.Node{} }, pruneNode)
+	inf.CacheTyped(gvr.Pods, func() runtime.Object { return &corev1.Pod{} }, prunePod)
 }
 
 // prunePod keeps what allocator.ClaimNeedsSimulatedAllocation, the pod index, the podClaims

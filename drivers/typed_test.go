@@ -14,9 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 
-	"github.com/draforge/draforge/drivers/claims"
 	"github.com/draforge/draforge/drivers/compactslice"
-	"github.com/draforge/draforge/drivers/pools"
+	"github.com/draforge/draforge/drivers/gvr"
 	"github.com/draforge/draforge/drivers/simdevice"
 	"github.com/draforge/draforge/engine"
 )
@@ -52,9 +51,9 @@ func TestTypedCachesShareObjects(t *testing.T) {
 				Pool: resourcev1.ResourcePool{Name: "p", ResourceSliceCount: 1}}}),
 	}
 	client := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
-		simdevice.GVR: "SimulatedDevicePoolList", claims.SlicesGVR: "ResourceSliceList", claims.ClassesGVR: "DeviceClassList", claims.TaintRulesGVR: "DeviceTaintRuleList",
-		claims.ClaimsGVR: "ResourceClaimList", claims.NodesGVR: "NodeList", claims.PodsGVR: "PodList",
-		pools.CRDGVR: "CustomResourceDefinitionList",
+		gvr.SimulatedDevicePools: "SimulatedDevicePoolList", gvr.ResourceSlices: "ResourceSliceList", gvr.DeviceClasses: "DeviceClassList", gvr.DeviceTaintRules: "DeviceTaintRuleList",
+		gvr.ResourceClaims: "ResourceClaimList", gvr.Nodes: "NodeList", gvr.Pods: "PodList",
+		gvr.CustomResourceDefinitions: "CustomResourceDefinitionList",
 	}, objs...)
 	inf := engine.NewInformers(client)
 	set, err := Register(engine.NewRegistry(), Deps{Dynamic: client, Informers: inf, Log: zerolog.Nop()})
@@ -67,7 +66,7 @@ func TestTypedCachesShareObjects(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	o, _, _ := inf.For(claims.PodsGVR).GetStore().GetByKey("ns/p")
+	o, _, _ := inf.For(gvr.Pods).GetStore().GetByKey("ns/p")
 	pod, ok := o.(*corev1.Pod)
 	if !ok {
 		t.Fatalf("pod cached as %T", o)
@@ -92,12 +91,12 @@ func TestTypedCachesShareObjects(t *testing.T) {
 		t.Errorf("pod index does not hold the informer's pod: %v", pods)
 	}
 
-	o, _, _ = inf.For(claims.NodesGVR).GetStore().GetByKey(node)
+	o, _, _ = inf.For(gvr.Nodes).GetStore().GetByKey(node)
 	n, ok := o.(*corev1.Node)
 	if !ok || n.ManagedFields != nil || n.Status.Images != nil || n.Labels["x"] != "y" {
 		t.Errorf("node cached as %T %+v", o, o)
 	}
-	o, _, _ = inf.For(claims.SlicesGVR).GetStore().GetByKey("s")
+	o, _, _ = inf.For(gvr.ResourceSlices).GetStore().GetByKey("s")
 	if s, ok := o.(*compactslice.Slice); !ok || s.ManagedFields != nil || s.Pool().Name != "p" || s.NodeName() != node {
 		t.Errorf("slice cached as %T %+v", o, o)
 	}

@@ -13,23 +13,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/draforge/draforge/drivers/allocator"
+	"github.com/draforge/draforge/drivers/gvr"
 	"github.com/draforge/draforge/engine"
-)
-
-// GVRs the driver reads.
-var (
-	SlicesGVR  = schema.GroupVersionResource{Group: "resource.k8s.io", Version: "v1", Resource: "resourceslices"}
-	ClassesGVR = schema.GroupVersionResource{Group: "resource.k8s.io", Version: "v1", Resource: "deviceclasses"}
-	ClaimsGVR  = schema.GroupVersionResource{Group: "resource.k8s.io", Version: "v1", Resource: "resourceclaims"}
-	// TaintRulesGVR are DeviceTaintRules: they taint devices like the driver's own taints.
-	TaintRulesGVR = schema.GroupVersionResource{Group: "resource.k8s.io", Version: "v1", Resource: "devicetaintrules"}
-	NodesGVR      = schema.GroupVersionResource{Version: "v1", Resource: "nodes"}
-	PodsGVR       = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
 )
 
 // Driver allocates claims the scheduler will not handle.
@@ -56,12 +45,12 @@ func Register(reg *engine.Registry, inf *engine.Informers, kube kubernetes.Inter
 		}
 	}
 	a := d.Allocator
-	engine.Feed(inf, SlicesGVR, a.UpsertSlice, a.DeleteSlice)
-	engine.Feed(inf, ClassesGVR, a.UpsertClass, a.DeleteClass)
-	engine.Feed(inf, TaintRulesGVR, a.UpsertTaintRule, a.DeleteTaintRule)
-	engine.Feed(inf, ClaimsGVR, a.UpsertClaim, a.DeleteClaim)
-	engine.Feed(inf, NodesGVR, a.UpsertNode, a.DeleteNode)
-	engine.Feed(inf, PodsGVR, d.Pods.Upsert, d.Pods.Delete)
+	engine.Feed(inf, gvr.ResourceSlices, a.UpsertSlice, a.DeleteSlice)
+	engine.Feed(inf, gvr.DeviceClasses, a.UpsertClass, a.DeleteClass)
+	engine.Feed(inf, gvr.DeviceTaintRules, a.UpsertTaintRule, a.DeleteTaintRule)
+	engine.Feed(inf, gvr.ResourceClaims, a.UpsertClaim, a.DeleteClaim)
+	engine.Feed(inf, gvr.Nodes, a.UpsertNode, a.DeleteNode)
+	engine.Feed(inf, gvr.Pods, d.Pods.Upsert, d.Pods.Delete)
 	reg.Observation("claimNeedsSimulatedAllocation", d.needsAllocation)
 	reg.Action("allocateClaim", d.allocate)
 	reg.Mapper("podClaims", podClaims)
@@ -69,12 +58,12 @@ func Register(reg *engine.Registry, inf *engine.Informers, kube kubernetes.Inter
 	return d, nil
 }
 
-func (d *Driver) needsAllocation(_ context.Context, obj *unstructured.Unstructured) (bool, error) {
+func (d *Driver) needsAllocation(_ context.Context, obj *unstructured.Unstructured) (engine.Fact, error) {
 	claim, ok := engine.Typed[resourcev1.ResourceClaim](obj)
 	if !ok {
-		return false, fmt.Errorf("not a ResourceClaim: %s", obj.GetKind())
+		return engine.Fact{}, fmt.Errorf("not a ResourceClaim: %s", obj.GetKind())
 	}
-	return allocator.ClaimNeedsSimulatedAllocation(claim, d.Pods.PodsFor(claim)), nil
+	return engine.Holds(allocator.ClaimNeedsSimulatedAllocation(claim, d.Pods.PodsFor(claim))), nil
 }
 
 // allocate picks devices with the structured allocator (which records them in flight first, so
@@ -95,7 +84,7 @@ func (d *Driver) allocate(ctx context.Context, obj *unstructured.Unstructured) e
 	result, err := d.Allocator.Allocate(ctx, claim)
 	var unsat *allocator.Unsatisfiable
 	if errors.As(err, &unsat) {
-		return engine.Pending("%s", unsat.Reason)
+		return engine.Pending("Unsatisfiable", unsat.Reason, 0)
 	}
 	if err != nil {
 		return err
@@ -127,7 +116,7 @@ func (d *Driver) settleInFlight(ctx context.Context, claim *resourcev1.ResourceC
 	case err != nil:
 		return true, err
 	case live.UID == claim.UID && live.Status.Allocation != nil:
-		return true, engine.Pending("allocation written, waiting for the informer to observe it")
+		return true, engine.Pending("AllocationInFlight", "allocation written, waiting for the informer to observe it", 0)
 	}
 	d.Allocator.Release(claim.UID)
 	return false, nil

@@ -10,7 +10,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 
-	"github.com/draforge/draforge/drivers/claims"
+	"github.com/draforge/draforge/drivers/gvr"
 	"github.com/draforge/draforge/drivers/simdevice"
 	"github.com/draforge/draforge/engine"
 )
@@ -31,11 +31,11 @@ func (d *Driver) Sweeper() (*Sweeper, error) {
 			s.queue.Add(o.GetName())
 		}
 	}
-	d.inf.Notify(claims.SlicesGVR, cache.ResourceEventHandlerFuncs{
+	d.inf.Notify(gvr.ResourceSlices, cache.ResourceEventHandlerFuncs{
 		AddFunc: enqueue, UpdateFunc: func(_, o any) { enqueue(o) },
 	})
 	// A deleted pool orphans its slices only if they are still there; re-check them.
-	d.inf.Notify(simdevice.GVR, cache.ResourceEventHandlerFuncs{DeleteFunc: func(obj any) {
+	d.inf.Notify(gvr.SimulatedDevicePools, cache.ResourceEventHandlerFuncs{DeleteFunc: func(obj any) {
 		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 			obj = t.Obj
 		}

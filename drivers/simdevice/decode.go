@@ -5,27 +5,140 @@ import (
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	sigsjson "sigs.k8s.io/json"
 )
 
 // FromUnstructured decodes a SimulatedDevicePool and fills in defaults (driverName, poolName,
 // attributeDomain). It checks apiVersion and kind but does not validate the spec; call Validate.
+// Field names match case-sensitively, as the API server matches them. Unknown fields are
+// ignored: objects read from the API server have none (it prunes them), and a newer CRD may
+// add fields an older controller does not know.
 func FromUnstructured(u *unstructured.Unstructured) (*Pool, error) {
+	p, errs := decode(u, false)
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("simdevice: %w", errs[0])
+	}
+	return p, nil
+}
+
+// FromUnstructuredStrict decodes a document the way the API server reads a create request
+// with fieldValidation=Strict (kubectl's default): null fields are dropped (the API server
+// prunes nulls it does not declare nullable), and unknown and duplicate fields, values of the
+// wrong JSON type and fields present but empty where the CRD has a default or an enum are
+// errors, each positioned at its field (*field.Error, or a strict decoding error naming the
+// field). The pool is returned defaulted when it decoded; call Validate for the spec rules.
+func FromUnstructuredStrict(u *unstructured.Unstructured) (*Pool, []error) {
+	return decode(u, true)
+}
+
+func decode(u *unstructured.Unstructured, strict bool) (*Pool, []error) {
 	if u == nil || u.Object == nil {
-		return nil, fmt.Errorf("simdevice: nil object")
+		return nil, []error{fmt.Errorf("nil object")}
 	}
 	if gv, k := u.GetAPIVersion(), u.GetKind(); gv != Group+"/"+Version || k != Kind {
-		return nil, fmt.Errorf("simdevice: expected %s/%s %s, got %q %q", Group, Version, Kind, gv, k)
+		return nil, []error{fmt.Errorf("expected %s/%s %s, got %q %q", Group, Version, Kind, gv, k)}
 	}
-	raw, err := json.Marshal(u.Object)
+	obj := u.Object
+	if strict {
+		// The API server drops null object fields the schema does not declare nullable
+		// (none of ours) before it validates, so a null field is a missing one.
+		obj = withoutNulls(obj)
+	}
+	raw, err := json.Marshal(obj)
 	if err != nil {
-		return nil, fmt.Errorf("simdevice: encode %s: %w", u.GetName(), err)
+		return nil, []error{fmt.Errorf("encode %s: %w", u.GetName(), err)}
 	}
 	p := &Pool{}
-	if err := json.Unmarshal(raw, p); err != nil {
-		return nil, fmt.Errorf("simdevice: decode %s/%s: %w", u.GetNamespace(), u.GetName(), err)
+	if !strict {
+		if err := sigsjson.UnmarshalCaseSensitivePreserveInts(raw, p); err != nil {
+			return nil, []error{fmt.Errorf("decode %s/%s: %w", u.GetNamespace(), u.GetName(), err)}
+		}
+		p.Default()
+		return p, nil
+	}
+	strictErrs, err := sigsjson.UnmarshalStrict(raw, p)
+	if err != nil {
+		return nil, []error{fmt.Errorf("decode %s/%s: %w", u.GetNamespace(), u.GetName(), err)}
+	}
+	if errs := append(strictErrs, rawSpecErrors(obj)...); len(errs) > 0 {
+		return nil, errs
 	}
 	p.Default()
 	return p, nil
+}
+
+// rawSpecErrors finds what decoding into Go types cannot see: a defaulted, enumerated or
+// patterned field present but empty (the CRD default applies only to a missing field, and ""
+// matches neither an enum nor a name pattern), a missing fault device (its zero value is index
+// 0), and capacities written as something other than an integer or a quantity string of at
+// most 64 characters (resource.Quantity also accepts JSON floats, "-0" and longer strings).
+func rawSpecErrors(obj map[string]any) []error {
+	spec, _ := obj["spec"].(map[string]any)
+	sp := field.NewPath("spec")
+	var errs []error
+	for _, name := range []string{"driverName", "poolName", "attributeDomain", "profile"} {
+		if v, ok := spec[name]; ok && v == "" {
+			errs = append(errs, field.Invalid(sp.Child(name), "", "must not be empty: leave the field out for its default"))
+		}
+	}
+	caps, _ := spec["capacities"].(map[string]any)
+	for name, v := range caps {
+		fp := sp.Child("capacities").Key(name)
+		switch q := v.(type) {
+		case int64:
+		case float64:
+			if q != float64(int64(q)) {
+				errs = append(errs, field.Invalid(fp, q, "must be an integer or a quantity string such as \"80Gi\""))
+			}
+		case string:
+			if len(q) > maxQuantityLength {
+				errs = append(errs, field.TooLong(fp, q, maxQuantityLength))
+			} else if !quantityRE.MatchString(q) {
+				errs = append(errs, field.Invalid(fp, q, "must be a non-negative quantity such as \"80Gi\""))
+			}
+		default:
+			errs = append(errs, field.Invalid(fp, v, "must be an integer or a quantity string such as \"80Gi\""))
+		}
+	}
+	faults, _ := spec["faults"].([]any)
+	for i, f := range faults {
+		f, _ := f.(map[string]any)
+		fp := sp.Child("faults").Index(i)
+		if _, ok := f["device"]; !ok && f != nil {
+			errs = append(errs, field.Required(fp.Child("device"), "a device index or name <deviceType>-<index>"))
+		}
+		if v, ok := f["node"]; ok && v == "" {
+			errs = append(errs, field.Invalid(fp.Child("node"), "", "must not be empty: leave the field out for every targeted node"))
+		}
+	}
+	return errs
+}
+
+// withoutNulls copies obj without its null-valued object fields, at every depth (list items
+// stay), as apiextensions-apiserver's pruning of non-nullable nulls does.
+func withoutNulls(obj map[string]any) map[string]any {
+	var clean func(v any) any
+	clean = func(v any) any {
+		switch v := v.(type) {
+		case map[string]any:
+			out := make(map[string]any, len(v))
+			for k, x := range v {
+				if x != nil {
+					out[k] = clean(x)
+				}
+			}
+			return out
+		case []any:
+			out := make([]any, len(v))
+			for i, x := range v {
+				out[i] = clean(x)
+			}
+			return out
+		}
+		return v
+	}
+	return clean(obj).(map[string]any)
 }
 
 // Default fills in the fields the CRD (or the controller) defaults.

@@ -449,7 +449,7 @@ func TestValidate(t *testing.T) {
 			for i := range 31 {
 				p.Spec.Attributes[fmt.Sprintf("a%d", i)] = AttributeValue{Bool: ptr.To(true)}
 			}
-		}, "Too many"},
+		}, "at most 32 are allowed"},
 	}
 	if errs := newPool(nil).Validate(); errs != nil {
 		t.Fatalf("base pool invalid: %v", errs)

@@ -7,20 +7,18 @@ package simdevice
 import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/draforge/draforge/drivers/gvr"
 )
 
-// API coordinates of the SimulatedDevicePool CRD (deploy/crds/simulateddevicepool-crd.yaml).
+// API coordinates of the SimulatedDevicePool CRD (deploy/crds/simulateddevicepool-crd.yaml);
+// its resource is gvr.SimulatedDevicePools.
 const (
-	Group    = "draforge.oaslananka"
-	Version  = "v1alpha1"
-	Kind     = "SimulatedDevicePool"
-	Resource = "simulateddevicepools"
+	Group   = gvr.DRAForgeGroup
+	Version = gvr.SimulatedDevicePoolVersion
+	Kind    = "SimulatedDevicePool"
 )
-
-// GVR is the SimulatedDevicePool resource.
-var GVR = schema.GroupVersionResource{Group: Group, Version: Version, Resource: Resource}
 
 // Names shared with the rest of DRAForge.
 const (

@@ -3,11 +3,13 @@ package simdevice
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/validate/content"
+	apimachineryvalidation "k8s.io/apimachinery/pkg/api/validation"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
@@ -18,33 +20,56 @@ const SemverPattern = `^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:-((?:0|[1-9]\
 
 var semverRE = regexp.MustCompile(SemverPattern)
 
-// maxDeviceTypeLength leaves room for "-127" in a 63-character device name.
-const maxDeviceTypeLength = 59
+// QuantityPattern is the grammar of a non-negative Kubernetes quantity string, as the CRD's
+// capacities and the CUE schema's #Quantity write it.
+const QuantityPattern = `^(\+)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$`
+
+var quantityRE = regexp.MustCompile(QuantityPattern)
+
+// Limits of the CRD schema (deploy/crds), which the CUE schema repeats.
+const (
+	// maxDeviceTypeLength leaves room for "-127" in a 63-character device name.
+	maxDeviceTypeLength = 59
+	maxLabelValueLength = 63
+	maxNodeSelector     = 16
+	maxTargetNodes      = 64
+	maxFaults           = 256
+	maxQuantityLength   = 64
+)
 
 // Validate checks the (defaulted) pool with the same rules as the CRD schema and its CEL
 // validations, plus the DRA limits the API server would enforce on the resulting slices.
 // It returns nil when the pool is valid; the errors are *field.Error.
 func (p *Pool) Validate() []error {
-	var errs field.ErrorList
+	// The API server's checks of a custom resource's metadata (name a DNS subdomain, labels,
+	// annotations...), plus the CRD's: the name is the label value sdp-name.
 	md := field.NewPath("metadata")
-	if p.Name == "" {
-		errs = append(errs, field.Required(md.Child("name"), ""))
-	}
-	if p.Namespace == "" {
-		errs = append(errs, field.Required(md.Child("namespace"), "SimulatedDevicePool is namespaced"))
+	errs := apimachineryvalidation.ValidateObjectMeta(&p.ObjectMeta, true, apimachineryvalidation.NameIsDNSSubdomain, md)
+	if len(p.Name) > maxLabelValueLength {
+		errs = append(errs, field.TooLong(md.Child("name"), p.Name, maxLabelValueLength))
 	}
 	s, sp := &p.Spec, field.NewPath("spec")
 	errs = append(errs, dnsName(sp.Child("driverName"), s.DriverName, resourcev1.DriverNameMaxLength, false)...)
 	errs = append(errs, dnsName(sp.Child("attributeDomain"), s.AttributeDomain, resourcev1.DeviceMaxDomainLength, false)...)
-	errs = append(errs, dnsName(sp.Child("poolName"), s.PoolName, 63, true)...)
+	if s.PoolName == p.Name && len(content.IsDNS1123Label(p.Name)) > 0 {
+		// Defaulted from metadata.name (or equal to it): report it there.
+		errs = append(errs, field.Invalid(md.Child("name"), p.Name, "must be a DNS label (lowercase letters, digits and '-') when spec.poolName is not set, as it is the default pool name"))
+	} else {
+		errs = append(errs, dnsName(sp.Child("poolName"), s.PoolName, maxLabelValueLength, true)...)
+	}
 	if s.DeviceCount < 1 || s.DeviceCount > MaxDeviceCount {
 		errs = append(errs, field.Invalid(sp.Child("deviceCount"), s.DeviceCount, fmt.Sprintf("must be between 1 and %d (devices per node)", MaxDeviceCount)))
 	}
 	errs = append(errs, dnsName(sp.Child("deviceType"), s.DeviceType, maxDeviceTypeLength, true)...)
-	if _, ok := profiles[s.Profile]; !ok {
-		errs = append(errs, field.NotSupported(sp.Child("profile"), s.Profile, Profiles()))
+	if s.Profile != "" && !slices.Contains(KnownProfiles, s.Profile) {
+		errs = append(errs, field.NotSupported(sp.Child("profile"), s.Profile, KnownProfiles))
 	}
 
+	errs = append(errs, tooMany(sp.Child("nodeSelector"), len(s.NodeSelector), maxNodeSelector)...)
+	errs = append(errs, tooMany(sp.Child("targetNodes"), len(s.TargetNodes), maxTargetNodes)...)
+	errs = append(errs, tooMany(sp.Child("attributes"), len(s.Attributes), resourcev1.ResourceSliceMaxAttributesAndCapacitiesPerDevice)...)
+	errs = append(errs, tooMany(sp.Child("capacities"), len(s.Capacities), resourcev1.ResourceSliceMaxAttributesAndCapacitiesPerDevice)...)
+	errs = append(errs, tooMany(sp.Child("faults"), len(s.Faults), maxFaults)...)
 	if len(s.NodeSelector) == 0 && len(s.TargetNodes) == 0 {
 		errs = append(errs, field.Required(sp, "at least one of spec.nodeSelector or spec.targetNodes must be set"))
 	}
@@ -78,7 +103,8 @@ func (p *Pool) Validate() []error {
 		}
 	}
 	if n := attributeAndCapacityCount(s); n > resourcev1.ResourceSliceMaxAttributesAndCapacitiesPerDevice {
-		errs = append(errs, field.TooMany(sp.Child("attributes"), n, resourcev1.ResourceSliceMaxAttributesAndCapacitiesPerDevice))
+		errs = append(errs, field.Invalid(sp.Child("attributes"), n, fmt.Sprintf("devices would have %d attributes and capacities (built-in, profile and spec), at most %d are allowed",
+			n, resourcev1.ResourceSliceMaxAttributesAndCapacitiesPerDevice)))
 	}
 
 	for i, f := range s.Faults {
@@ -145,6 +171,13 @@ func validateAttribute(fp *field.Path, v AttributeValue) field.ErrorList {
 		}
 	}
 	return errs
+}
+
+func tooMany(fp *field.Path, n, limit int) field.ErrorList {
+	if n > limit {
+		return field.ErrorList{field.TooMany(fp, n, limit)}
+	}
+	return nil
 }
 
 func identifier(fp *field.Path, name string) field.ErrorList {

@@ -17,6 +17,11 @@ import (
 	"github.com/draforge/draforge/engine/machine"
 )
 
+// MachineLabel is the label that names the machine on every series that has one: "pipeline",
+// the name the operations guide gives it (draforge_controller_sync_attempts_total{pipeline=...}),
+// with the machine's name as its value.
+const MachineLabel = "pipeline"
+
 // Metrics implements engine.Observer over a private registry.
 type Metrics struct {
 	Registry *prometheus.Registry
@@ -43,23 +48,23 @@ func New() *Metrics {
 		Leader: prometheus.NewGauge(prometheus.GaugeOpts{Name: "draforge_controller_leader",
 			Help: "1 on the replica holding the leader Lease, 0 on standby replicas."}),
 		reconcileErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "draforge_controller_reconcile_errors_total",
-			Help: "Synchronization attempts that returned an error."}, []string{"pipeline"}),
+			Help: "Synchronization attempts that returned an error."}, []string{MachineLabel}),
 		retries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "draforge_controller_reconcile_retries_total",
-			Help: "Rate-limited retries scheduled by the queue policy."}, []string{"pipeline", "class"}),
+			Help: "Rate-limited retries scheduled by the queue policy."}, []string{MachineLabel, "class"}),
 		terminal: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "draforge_controller_terminal_errors_total",
-			Help: "Errors forgotten immediately or after the retry limit."}, []string{"pipeline", "class"}),
+			Help: "Errors forgotten immediately or after the retry limit."}, []string{MachineLabel, "class"}),
 		syncAttempts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "draforge_controller_sync_attempts_total",
-			Help: "Synchronizations started."}, []string{"pipeline"}),
+			Help: "Synchronizations started."}, []string{MachineLabel}),
 		syncSeconds: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "draforge_controller_sync_duration_seconds_total",
-			Help: "Cumulative synchronization time."}, []string{"pipeline"}),
+			Help: "Cumulative synchronization time."}, []string{MachineLabel}),
 		syncDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "draforge_controller_sync_duration_seconds",
-			Help: "Synchronization latency.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}, []string{"pipeline"}),
+			Help: "Synchronization latency.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}, []string{MachineLabel}),
 		inFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "draforge_controller_sync_in_flight",
-			Help: "Synchronization workers currently executing."}, []string{"pipeline"}),
+			Help: "Synchronization workers currently executing."}, []string{MachineLabel}),
 		queueDepth: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "draforge_controller_queue_depth",
-			Help: "Ready items waiting in each workqueue; delayed retries are not included until ready."}, []string{"pipeline"}),
+			Help: "Ready items waiting in each workqueue; delayed retries are not included until ready."}, []string{MachineLabel}),
 		transitions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "draforge_controller_transitions_total",
-			Help: "State machine transitions fired, by machine, source and target state and event."}, []string{"machine", "from", "to", "event"}),
+			Help: "State machine transitions fired, by machine, source and target state and event."}, []string{MachineLabel, "from", "to", "event"}),
 		RESTRequests: newRESTRequests(),
 	}
 	r.MustRegister(m.Leader, m.reconcileErrors, m.retries, m.terminal, m.syncAttempts, m.syncSeconds, m.syncDuration,

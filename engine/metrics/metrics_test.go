@@ -1,9 +1,11 @@
 package metrics
 
 import (
+	"errors"
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	dto "github.com/prometheus/client_model/go"
 
@@ -99,5 +101,51 @@ func TestInitMachinesExposesZeroSeries(t *testing.T) {
 	}
 	if got := series(t, m, "draforge_controller_sync_in_flight")["pipeline=pool"]; got != 1 {
 		t.Errorf("in flight = %v", got)
+	}
+}
+
+// TestEverySeriesNamesTheMachineOneWay drives every Observer method for one machine and checks
+// that each draforge_controller_* series naming it does so with the same label, "pipeline"
+// (the operations guide's name), and that no series names it under another label.
+func TestEverySeriesNamesTheMachineOneWay(t *testing.T) {
+	const mc = "widget-machine"
+	m := New()
+	m.InitMachines([]*machine.Machine{{Name: mc, Backoff: machine.Backoff{Retry: []machine.ErrorClass{machine.Conflict}}}})
+	m.SyncStarted(mc)
+	m.SyncFinished(mc, time.Millisecond, errors.New("boom"))
+	m.Retry(mc, machine.Conflict)
+	m.Terminal(mc, machine.Forbidden)
+	m.Transition(mc, "pending", "ready", "published")
+	m.QueueDepth(mc, 3)
+
+	mfs, err := m.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	named := map[string]bool{}
+	for _, mf := range mfs {
+		if !strings.HasPrefix(mf.GetName(), "draforge_controller_") {
+			continue
+		}
+		for _, s := range mf.GetMetric() {
+			for _, l := range s.GetLabel() {
+				switch {
+				case l.GetValue() == mc && l.GetName() != MachineLabel:
+					t.Errorf("%s names the machine with label %q, want %q", mf.GetName(), l.GetName(), MachineLabel)
+				case l.GetName() == "machine":
+					t.Errorf("%s has a %q label", mf.GetName(), "machine")
+				case l.GetName() == MachineLabel && l.GetValue() == mc:
+					named[mf.GetName()] = true
+				}
+			}
+		}
+	}
+	for _, name := range []string{"draforge_controller_reconcile_errors_total", "draforge_controller_reconcile_retries_total",
+		"draforge_controller_terminal_errors_total", "draforge_controller_sync_attempts_total",
+		"draforge_controller_sync_duration_seconds_total", "draforge_controller_sync_duration_seconds",
+		"draforge_controller_sync_in_flight", "draforge_controller_queue_depth", "draforge_controller_transitions_total"} {
+		if !named[name] {
+			t.Errorf("%s has no series with %s=%q", name, MachineLabel, mc)
+		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/draforge/draforge/drivers/gvr"
 	"github.com/draforge/draforge/drivers/simdevice"
 	"github.com/draforge/draforge/test/cluster"
 )
@@ -110,7 +111,7 @@ func (e *Env) AllocSetup(ctx context.Context, ns string, nodes, devices int, sel
 	}
 	defer ctl.Stop()
 	watch := newSliceCounter(ctx, e, simdevice.LabelSDPNamespace+"="+ns)
-	pools := e.SetupDyn.Resource(simdevice.GVR).Namespace(ns)
+	pools := e.SetupDyn.Resource(gvr.SimulatedDevicePools).Namespace(ns)
 	if _, err := pools.Create(ctx, PoolObject(ns, "alloc", "bench-alloc", devices, selector, nil), metav1.CreateOptions{}); err != nil {
 		return err
 	}

@@ -7,7 +7,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/draforge/draforge/drivers/simdevice"
+	"github.com/draforge/draforge/drivers/gvr"
 )
 
 // CostResult is the controller's API cost attributed client-side from its own
@@ -34,7 +34,7 @@ func (e *Env) Cost(ctx context.Context, pools, nodesPer, devices, firstNode, cla
 	if err := e.Namespace(ctx, ns); err != nil {
 		return nil, err
 	}
-	api := e.SetupDyn.Resource(simdevice.GVR).Namespace(ns)
+	api := e.SetupDyn.Resource(gvr.SimulatedDevicePools).Namespace(ns)
 	for p := range pools {
 		var targets []string
 		for i := range nodesPer {

@@ -19,8 +19,7 @@ import (
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 
 	"github.com/draforge/draforge/drivers"
-	"github.com/draforge/draforge/drivers/claims"
-	"github.com/draforge/draforge/drivers/pools"
+	"github.com/draforge/draforge/drivers/gvr"
 	"github.com/draforge/draforge/drivers/simdevice"
 	"github.com/draforge/draforge/engine"
 	"github.com/draforge/draforge/engine/machine"
@@ -119,15 +118,17 @@ func MemoryObjects(kind string, n int) ([]k8sruntime.Object, error) {
 }
 
 var memoryGVRs = map[schema.GroupVersionResource]string{
-	simdevice.GVR:                           "SimulatedDevicePoolList",
-	claims.SlicesGVR:                        "ResourceSliceList",
-	claims.ClassesGVR:                       "DeviceClassList",
-	claims.TaintRulesGVR:                    "DeviceTaintRuleList",
-	claims.ClaimsGVR:                        "ResourceClaimList",
-	claims.NodesGVR:                         "NodeList",
-	claims.PodsGVR:                          "PodList",
+	gvr.SimulatedDevicePools:                "SimulatedDevicePoolList",
+	gvr.ResourceSlices:                      "ResourceSliceList",
+	gvr.DeviceClasses:                       "DeviceClassList",
+	gvr.DeviceTaintRules:                    "DeviceTaintRuleList",
+	gvr.ResourceClaims:                      "ResourceClaimList",
+	gvr.Nodes:                               "NodeList",
+	gvr.Pods:                                "PodList",
 	{Version: "v1", Resource: "namespaces"}: "NamespaceList",
-	pools.CRDGVR:                            "CustomResourceDefinitionList",
+	gvr.CustomResourceDefinitions:           "CustomResourceDefinitionList",
+	// The node machine's related Leases.
+	gvr.Leases: "LeaseList",
 }
 
 // MeasureMemory returns the heap bytes per object that the controller's caches hold for n

@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/draforge/draforge/drivers/gvr"
 	"github.com/draforge/draforge/drivers/simdevice"
 )
 
@@ -94,7 +95,7 @@ func (e *Env) Publish(ctx context.Context, nodes, devices int, selector map[stri
 		return nil, err
 	}
 	watch := newSliceCounter(ctx, e, simdevice.LabelSDPNamespace+"="+ns)
-	pools := e.SetupDyn.Resource(simdevice.GVR).Namespace(ns)
+	pools := e.SetupDyn.Resource(gvr.SimulatedDevicePools).Namespace(ns)
 	start = time.Now()
 	created, err := pools.Create(ctx, PoolObject(ns, "pub", "bench-pub", devices, selector, nil), metav1.CreateOptions{})
 	if err != nil {

@@ -24,7 +24,6 @@ var (
 	conditionIs    = e2eutil.ConditionIs
 	newPool        = e2eutil.NewPool
 	draforgeBinary = e2eutil.DraforgeBinary
-	crdGVR         = e2eutil.CRDGVR
 )
 
 // newEnv connects to the package cluster and creates a namespace that is deleted after the test.

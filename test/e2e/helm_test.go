@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
+	"github.com/draforge/draforge/drivers/gvr"
 	"github.com/draforge/draforge/test/helmtool"
 )
 
@@ -114,7 +115,7 @@ func TestHelmInstallAndRBAC(t *testing.T) {
 		{schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterroles"}, "", base + "-server"},
 		{schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterrolebindings"}, "", base + "-controller"},
 		{schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterrolebindings"}, "", base + "-server"},
-		{schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}, "", "simulateddevicepools.draforge.oaslananka"},
+		{gvr.CustomResourceDefinitions, "", gvr.SimulatedDevicePoolCRD},
 	} {
 		if _, err := e.Dynamic.Resource(o.gvr).Namespace(o.namespace).Get(ctx, o.name, metav1.GetOptions{}); err != nil {
 			t.Errorf("%s %s/%s not installed: %v", o.gvr.Resource, o.namespace, o.name, err)
@@ -168,7 +169,22 @@ func TestHelmInstallAndRBAC(t *testing.T) {
 		checkAccess(t, sa, other, map[string]bool{
 			"create coordination.k8s.io/leases":                     false,
 			"update coordination.k8s.io/leases#draforge-controller": false,
-			"get coordination.k8s.io/leases#draforge-controller":    false,
+			"patch coordination.k8s.io/leases":                      false,
+			// The node machine reads node Leases through a cluster-wide informer (the engine
+			// watches a related resource in every namespace), so reading is not limited.
+			"get coordination.k8s.io/leases#draforge-controller": true,
+		})
+		// The node machine: simulated nodes' conditions and their Leases in kube-node-lease.
+		checkAccess(t, sa, "", map[string]bool{
+			"patch /nodes/status":  true,
+			"update /nodes/status": false,
+			"patch /nodes":         false,
+		})
+		checkAccess(t, sa, "kube-node-lease", map[string]bool{
+			"create coordination.k8s.io/leases":        true,
+			"patch coordination.k8s.io/leases#node-a":  true,
+			"update coordination.k8s.io/leases#node-a": false,
+			"delete coordination.k8s.io/leases#node-a": false,
 		})
 
 		// Real requests with the token.

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/draforge/draforge/drivers/gvr"
 	"github.com/draforge/draforge/drivers/simdevice"
 	"github.com/draforge/draforge/test/e2e/e2eutil"
 )
@@ -58,14 +59,14 @@ func pool(count int, value string, nodes ...string) map[string]any {
 
 func createPool(t *testing.T, e *e2eutil.Env, name string, spec map[string]any) {
 	t.Helper()
-	if _, err := e.Dynamic.Resource(simdevice.GVR).Namespace(e.Namespace).Create(t.Context(),
+	if _, err := e.Dynamic.Resource(gvr.SimulatedDevicePools).Namespace(e.Namespace).Create(t.Context(),
 		e2eutil.NewPool(e.Namespace, name, spec), metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create pool %s: %v", name, err)
 	}
 }
 
 func patchCount(e *e2eutil.Env, name string, n int) error {
-	_, err := e.Dynamic.Resource(simdevice.GVR).Namespace(e.Namespace).Patch(bg(), name, types.MergePatchType,
+	_, err := e.Dynamic.Resource(gvr.SimulatedDevicePools).Namespace(e.Namespace).Patch(bg(), name, types.MergePatchType,
 		fmt.Appendf(nil, `{"spec":{"deviceCount":%d}}`, n), metav1.PatchOptions{})
 	return err
 }
@@ -178,7 +179,7 @@ func checkPoolSlices(t testing.TB, e *e2eutil.Env, name string, count int, nodes
 			return false, fmt.Sprintf("pool %s node %s: %q, want one slice of %d devices", name, n, s, count)
 		}
 	}
-	u, err := e.Dynamic.Resource(simdevice.GVR).Namespace(e.Namespace).Get(bg(), name, metav1.GetOptions{})
+	u, err := e.Dynamic.Resource(gvr.SimulatedDevicePools).Namespace(e.Namespace).Get(bg(), name, metav1.GetOptions{})
 	if err != nil {
 		return false, err.Error()
 	}
@@ -190,7 +191,7 @@ func checkPoolSlices(t testing.TB, e *e2eutil.Env, name string, count int, nodes
 
 func getPool(t testing.TB, e *e2eutil.Env, name string) *unstructured.Unstructured {
 	t.Helper()
-	u, err := e.Dynamic.Resource(simdevice.GVR).Namespace(e.Namespace).Get(bg(), name, metav1.GetOptions{})
+	u, err := e.Dynamic.Resource(gvr.SimulatedDevicePools).Namespace(e.Namespace).Get(bg(), name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/draforge/draforge/drivers/simdevice"
+	"github.com/draforge/draforge/drivers/gvr"
 	"github.com/draforge/draforge/test/e2e/e2eutil"
 )
 
@@ -49,7 +49,7 @@ func TestInvalidPools(t *testing.T) {
 			[]string{"at least one of spec.nodeSelector or spec.targetNodes must be set"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := e.Dynamic.Resource(simdevice.GVR).Namespace(e.Namespace).Create(t.Context(),
+			_, err := e.Dynamic.Resource(gvr.SimulatedDevicePools).Namespace(e.Namespace).Create(t.Context(),
 				e2eutil.NewPool(e.Namespace, tc.name, tc.spec), metav1.CreateOptions{})
 			if err == nil {
 				t.Fatal("accepted, want rejected")

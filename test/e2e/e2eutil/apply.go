@@ -19,10 +19,10 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/restmapper"
-)
 
-// CRDGVR is the resource of CustomResourceDefinitions.
-var CRDGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+	"github.com/draforge/draforge/drivers/gvr"
+	"github.com/draforge/draforge/drivers/simnode"
+)
 
 // ApplyFiles creates or updates every document of the files with server-side apply (field
 // manager "e2e"), in file order. Namespaced objects without a namespace go to ns.
@@ -98,11 +98,34 @@ func (e *Env) TryApply(t *testing.T, ns string, u *unstructured.Unstructured) (*
 	return got, last
 }
 
-// Setup installs the CRDs and the simulated nodes of examples/nodes.yaml (both idempotent).
+// Setup installs the CRDs and the simulated nodes of examples/simulated-nodes.yaml, node-a/b/c
+// (both idempotent).
 func (e *Env) Setup(t *testing.T) {
 	t.Helper()
 	e.InstallCRDs(t)
-	e.ApplyFiles(t, "", filepath.Join(RepoRoot(), "examples", "nodes.yaml"))
+	e.ApplyNodes(t, filepath.Join(RepoRoot(), "examples", "simulated-nodes.yaml"))
+}
+
+// ApplyNodes creates or updates the Nodes the SimulatedNodes documents of file declare, as
+// `draforge nodes apply -f` does, and returns their names.
+func (e *Env) ApplyNodes(t *testing.T, file string) []string {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, u := range DecodeDocs(t, b) {
+		spec, err := simnode.Decode(u)
+		if err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+		if err := simnode.Apply(t.Context(), e.Dynamic, spec, nil); err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, spec.NodeNames()...)
+	}
+	return names
 }
 
 // InstallCRDs server-side applies every CRD in deploy/crds and waits until each is
@@ -140,7 +163,7 @@ func (e *Env) ApplyCRDs(t *testing.T, data []byte) {
 		if u.GetKind() != "CustomResourceDefinition" {
 			t.Fatalf("not a CRD: %s %s", u.GetKind(), u.GetName())
 		}
-		if _, err := e.Dynamic.Resource(CRDGVR).Apply(t.Context(), u.GetName(), u,
+		if _, err := e.Dynamic.Resource(gvr.CustomResourceDefinitions).Apply(t.Context(), u.GetName(), u,
 			metav1.ApplyOptions{FieldManager: "draforge-e2e", Force: true}); err != nil {
 			t.Fatalf("apply CRD %s: %v", u.GetName(), err)
 		}
@@ -152,7 +175,7 @@ func (e *Env) ApplyCRDs(t *testing.T, data []byte) {
 func (e *Env) WaitEstablished(t *testing.T, name string) {
 	t.Helper()
 	Eventually(t, 30*time.Second, func() (bool, string) {
-		crd, err := e.Dynamic.Resource(CRDGVR).Get(t.Context(), name, metav1.GetOptions{})
+		crd, err := e.Dynamic.Resource(gvr.CustomResourceDefinitions).Get(t.Context(), name, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
 		}
@@ -178,7 +201,7 @@ func (e *Env) WaitEstablished(t *testing.T, name string) {
 // CRDServed returns the GVR of the storage version of a CRD.
 func (e *Env) CRDServed(t *testing.T, name string) schema.GroupVersionResource {
 	t.Helper()
-	crd, err := e.Dynamic.Resource(CRDGVR).Get(t.Context(), name, metav1.GetOptions{})
+	crd, err := e.Dynamic.Resource(gvr.CustomResourceDefinitions).Get(t.Context(), name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/draforge/draforge/drivers/gvr"
 	"github.com/draforge/draforge/drivers/simdevice"
 )
 
@@ -47,7 +48,7 @@ func (e *Env) WaitPoolReady(t *testing.T, ns, name string) *unstructured.Unstruc
 	t.Helper()
 	var pool *unstructured.Unstructured
 	Eventually(t, 30*time.Second, func() (bool, string) {
-		u, err := e.Dynamic.Resource(simdevice.GVR).Namespace(ns).Get(t.Context(), name, metav1.GetOptions{})
+		u, err := e.Dynamic.Resource(gvr.SimulatedDevicePools).Namespace(ns).Get(t.Context(), name, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
 		}
@@ -98,7 +99,7 @@ func (e *Env) DeleteDocs(t *testing.T, docs []*unstructured.Unstructured) {
 			case "ResourceClaim":
 				err = e.Kube.ResourceV1().ResourceClaims(u.GetNamespace()).Delete(ctx, u.GetName(), metav1.DeleteOptions{})
 			case "SimulatedDevicePool":
-				err = e.Dynamic.Resource(simdevice.GVR).Namespace(u.GetNamespace()).Delete(ctx, u.GetName(), metav1.DeleteOptions{})
+				err = e.Dynamic.Resource(gvr.SimulatedDevicePools).Namespace(u.GetNamespace()).Delete(ctx, u.GetName(), metav1.DeleteOptions{})
 			case "DeviceClass":
 				err = e.Kube.ResourceV1().DeviceClasses().Delete(ctx, u.GetName(), metav1.DeleteOptions{})
 			}
@@ -116,7 +117,7 @@ func (e *Env) DeleteDocs(t *testing.T, docs []*unstructured.Unstructured) {
 func (e *Env) WaitPoolGone(ctx context.Context, t *testing.T, ns, name string) {
 	t.Helper()
 	Eventually(t, 30*time.Second, func() (bool, string) {
-		_, err := e.Dynamic.Resource(simdevice.GVR).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+		_, err := e.Dynamic.Resource(gvr.SimulatedDevicePools).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
 		if IgnoreNotFound(err) != nil || err == nil {
 			return false, fmt.Sprintf("pool %s/%s still exists (%v)", ns, name, err)
 		}

@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	"github.com/draforge/draforge/cmd/draforge/internal/faults"
+	"github.com/draforge/draforge/drivers/gvr"
 	"github.com/draforge/draforge/drivers/simdevice"
 )
 
@@ -24,7 +25,7 @@ func patchFaults(ctx context.Context, kf *kubeFlags, name string, edit func(*sim
 	if err != nil {
 		return nil, err
 	}
-	r := c.Dynamic.Resource(simdevice.GVR).Namespace(ns)
+	r := c.Dynamic.Resource(gvr.SimulatedDevicePools).Namespace(ns)
 	var out *simdevice.Pool
 	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		u, err := r.Get(ctx, name, metav1.GetOptions{})

@@ -8,6 +8,7 @@ import (
 
 	"github.com/draforge/draforge/cmd/draforge/internal/inventory"
 	it "github.com/draforge/draforge/cmd/draforge/internal/inventory/inventorytest"
+	"github.com/draforge/draforge/drivers/gvr"
 	"github.com/draforge/draforge/drivers/simdevice"
 )
 
@@ -15,7 +16,7 @@ func goodFacts() Facts {
 	return Facts{
 		ResourceAPI:   &APIFacts{Versions: []string{"v1", "v1beta2"}, V1Resources: []string{"deviceclasses", "resourceclaims", "resourceclaims/status", "resourceslices"}},
 		ServerVersion: "v1.37.2",
-		CRD:           &CRDFacts{Name: CRDName, Found: true, Established: true, ServedVersions: []string{"v1alpha1"}},
+		CRD:           &CRDFacts{Name: gvr.SimulatedDevicePoolCRD, Found: true, Established: true, ServedVersions: []string{"v1alpha1"}},
 		Controller:    &ControllerFacts{URL: "http://127.0.0.1:8082", StatusCode: 200, Body: `{"status":"ready"}`},
 	}
 }
@@ -52,7 +53,7 @@ func TestEachCheckFails(t *testing.T) {
 	}{
 		{id: IDResourceAPI, want: Fail, facts: func(f *Facts) { f.ResourceAPI.Versions = []string{"v1beta1"}; f.ResourceAPI.V1Resources = nil }},
 		{id: IDServerVersion, want: Fail, facts: func(f *Facts) { f.ServerVersion = "v1.33.4" }},
-		{id: IDCRD, want: Fail, facts: func(f *Facts) { f.CRD = &CRDFacts{Name: CRDName} }},
+		{id: IDCRD, want: Fail, facts: func(f *Facts) { f.CRD = &CRDFacts{Name: gvr.SimulatedDevicePoolCRD} }},
 		{id: IDCRD, want: Fail, facts: func(f *Facts) { f.CRD.Established = false; f.CRD.EstablishedMessage = "NamesAccepted=False" }},
 		{id: IDController, want: Fail, facts: func(f *Facts) { f.Controller.StatusCode = 503 }},
 		{id: IDController, want: Skip, facts: func(f *Facts) { f.Controller = nil }},

@@ -10,17 +10,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 
-	"github.com/draforge/draforge/drivers/simdevice"
+	"github.com/draforge/draforge/drivers/gvr"
 )
-
-// CRDName is the SimulatedDevicePool CRD's name.
-const CRDName = simdevice.Resource + "." + simdevice.Group
-
-var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 
 // GatherOptions say where Gather looks.
 type GatherOptions struct {
@@ -79,8 +73,8 @@ func Gather(ctx context.Context, o GatherOptions) Facts {
 }
 
 func gatherCRD(ctx context.Context, dyn dynamic.Interface) *CRDFacts {
-	c := &CRDFacts{Name: CRDName}
-	u, err := dyn.Resource(crdGVR).Get(ctx, CRDName, metav1.GetOptions{})
+	c := &CRDFacts{Name: gvr.SimulatedDevicePoolCRD}
+	u, err := dyn.Resource(gvr.CustomResourceDefinitions).Get(ctx, gvr.SimulatedDevicePoolCRD, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
 		return c

@@ -9,6 +9,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/draforge/draforge/drivers/gvr"
 	"github.com/draforge/draforge/drivers/simdevice"
 )
 
@@ -58,12 +59,12 @@ func List(ctx context.Context, c Clients, namespace string) (*Snapshot, error) {
 	}
 	s.Nodes = ptrs(nodes.Items)
 
-	sdps, err := c.Dynamic.Resource(simdevice.GVR).Namespace(namespace).List(ctx, opts)
+	sdps, err := c.Dynamic.Resource(gvr.SimulatedDevicePools).Namespace(namespace).List(ctx, opts)
 	switch {
 	case apierrors.IsNotFound(err):
-		s.Warnings = append(s.Warnings, "the SimulatedDevicePool CRD ("+simdevice.Resource+"."+simdevice.Group+") is not installed")
+		s.Warnings = append(s.Warnings, "the SimulatedDevicePool CRD ("+gvr.SimulatedDevicePoolCRD+") is not installed")
 	case err != nil:
-		return nil, wrap(simdevice.Resource+"."+simdevice.Group, err)
+		return nil, wrap(gvr.SimulatedDevicePoolCRD, err)
 	default:
 		for i := range sdps.Items {
 			p, err := simdevice.FromUnstructured(&sdps.Items[i])

@@ -13,8 +13,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/draforge/draforge/cmd/draforge/internal/inventory"
-	"github.com/draforge/draforge/drivers/claims"
 	"github.com/draforge/draforge/drivers/compactslice"
+	"github.com/draforge/draforge/drivers/gvr"
 	"github.com/draforge/draforge/drivers/simdevice"
 	"github.com/draforge/draforge/engine"
 )
@@ -44,12 +44,12 @@ func (wt *Watcher) Register() error {
 	wt.kick = make(chan struct{}, 1)
 	wt.pending = map[Change]struct{}{}
 	wt.infs = map[string]cache.SharedIndexInformer{}
-	for kind, gvr := range map[string]schema.GroupVersionResource{
-		simdevice.Kind: simdevice.GVR, "ResourceSlice": claims.SlicesGVR, "DeviceClass": claims.ClassesGVR,
-		"ResourceClaim": claims.ClaimsGVR, "Pod": claims.PodsGVR, "Node": claims.NodesGVR,
-		"DeviceTaintRule": claims.TaintRulesGVR,
+	for kind, resource := range map[string]schema.GroupVersionResource{
+		simdevice.Kind: gvr.SimulatedDevicePools, "ResourceSlice": gvr.ResourceSlices, "DeviceClass": gvr.DeviceClasses,
+		"ResourceClaim": gvr.ResourceClaims, "Pod": gvr.Pods, "Node": gvr.Nodes,
+		"DeviceTaintRule": gvr.DeviceTaintRules,
 	} {
-		inf := wt.Informers.For(gvr)
+		inf := wt.Informers.For(resource)
 		wt.infs[kind] = inf
 		_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc: func(obj any) { wt.note(kind, obj, OpAdd) },

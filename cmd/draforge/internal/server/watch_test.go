@@ -16,7 +16,7 @@ import (
 
 	"github.com/draforge/draforge/cmd/draforge/internal/inventory"
 	"github.com/draforge/draforge/drivers"
-	"github.com/draforge/draforge/drivers/claims"
+	"github.com/draforge/draforge/drivers/gvr"
 	"github.com/draforge/draforge/drivers/simdevice"
 	"github.com/draforge/draforge/engine"
 )
@@ -35,8 +35,8 @@ func claimObj(ns, name string) *unstructured.Unstructured {
 func TestWatcher(t *testing.T) {
 	node := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Node", "metadata": map[string]any{"name": "node-a"}}}
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
-		simdevice.GVR: simdevice.Kind + "List", claims.SlicesGVR: "ResourceSliceList", claims.ClassesGVR: "DeviceClassList", claims.TaintRulesGVR: "DeviceTaintRuleList",
-		claims.ClaimsGVR: "ResourceClaimList", claims.PodsGVR: "PodList", claims.NodesGVR: "NodeList",
+		gvr.SimulatedDevicePools: simdevice.Kind + "List", gvr.ResourceSlices: "ResourceSliceList", gvr.DeviceClasses: "DeviceClassList", gvr.DeviceTaintRules: "DeviceTaintRuleList",
+		gvr.ResourceClaims: "ResourceClaimList", gvr.Pods: "PodList", gvr.Nodes: "NodeList",
 	}, node, claimObj("demo", "first"))
 	inf := engine.NewInformers(dyn)
 	s, err := New(Options{})
@@ -71,7 +71,7 @@ func TestWatcher(t *testing.T) {
 	if first.Version != 1 || !first.Truncated || first.Counts.Claims != 1 || first.Counts.Nodes != 1 {
 		t.Fatalf("first snapshot %+v", first)
 	}
-	api := dyn.Resource(claims.ClaimsGVR).Namespace("demo")
+	api := dyn.Resource(gvr.ResourceClaims).Namespace("demo")
 	for i := range 5 {
 		if _, err := api.Create(ctx, claimObj("demo", fmt.Sprint("c", i)), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
@@ -117,8 +117,8 @@ func TestSliceExpansionsReused(t *testing.T) {
 		}}
 	}
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
-		simdevice.GVR: simdevice.Kind + "List", claims.SlicesGVR: "ResourceSliceList", claims.ClassesGVR: "DeviceClassList", claims.TaintRulesGVR: "DeviceTaintRuleList",
-		claims.ClaimsGVR: "ResourceClaimList", claims.PodsGVR: "PodList", claims.NodesGVR: "NodeList",
+		gvr.SimulatedDevicePools: simdevice.Kind + "List", gvr.ResourceSlices: "ResourceSliceList", gvr.DeviceClasses: "DeviceClassList", gvr.DeviceTaintRules: "DeviceTaintRuleList",
+		gvr.ResourceClaims: "ResourceClaimList", gvr.Pods: "PodList", gvr.Nodes: "NodeList",
 	}, slice("a", "1"), slice("b", "1"))
 	inf := engine.NewInformers(dyn)
 	drivers.CacheTyped(inf)
@@ -150,7 +150,7 @@ func TestSliceExpansionsReused(t *testing.T) {
 		t.Fatal("an unchanged slice was expanded again")
 	}
 
-	slices := dyn.Resource(claims.SlicesGVR)
+	slices := dyn.Resource(gvr.ResourceSlices)
 	if _, err := slices.Update(ctx, slice("a", "2"), metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}

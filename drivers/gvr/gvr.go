@@ -1,0 +1,41 @@
+// Package gvr names the Kubernetes resources that drivers, serve, scenario and the tests share,
+// so each GroupVersionResource is written once. It imports only apimachinery's schema package.
+// The machine files (machines/*.cue) name the same resources in CUE; a test in drivers checks
+// they are among these.
+package gvr
+
+import "k8s.io/apimachinery/pkg/runtime/schema"
+
+// The SimulatedDevicePool API (deploy/crds/simulateddevicepool-crd.yaml).
+const (
+	DRAForgeGroup              = "draforge.oaslananka"
+	SimulatedDevicePoolVersion = "v1alpha1"
+	// SimulatedDevicePoolCRD is the name of the SimulatedDevicePool CustomResourceDefinition.
+	SimulatedDevicePoolCRD = "simulateddevicepools." + DRAForgeGroup
+)
+
+var (
+	SimulatedDevicePools = schema.GroupVersionResource{Group: DRAForgeGroup, Version: SimulatedDevicePoolVersion, Resource: "simulateddevicepools"}
+
+	// resource.k8s.io/v1 (DRA).
+	ResourceSlices = schema.GroupVersionResource{Group: "resource.k8s.io", Version: "v1", Resource: "resourceslices"}
+	DeviceClasses  = schema.GroupVersionResource{Group: "resource.k8s.io", Version: "v1", Resource: "deviceclasses"}
+	ResourceClaims = schema.GroupVersionResource{Group: "resource.k8s.io", Version: "v1", Resource: "resourceclaims"}
+	// DeviceTaintRules taint devices like the drivers' own taints (GA in 1.37).
+	DeviceTaintRules = schema.GroupVersionResource{Group: "resource.k8s.io", Version: "v1", Resource: "devicetaintrules"}
+
+	// Core v1.
+	Nodes      = schema.GroupVersionResource{Version: "v1", Resource: "nodes"}
+	Pods       = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
+	Namespaces = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
+
+	CustomResourceDefinitions = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+
+	// Leases in kube-node-lease: the node machine's heartbeats.
+	Leases = schema.GroupVersionResource{Group: "coordination.k8s.io", Version: "v1", Resource: "leases"}
+)
+
+// All is every resource above, for checks that a resource named elsewhere is a shared one.
+var All = []schema.GroupVersionResource{
+	SimulatedDevicePools, ResourceSlices, DeviceClasses, ResourceClaims, DeviceTaintRules, Nodes, Pods, Namespaces, CustomResourceDefinitions, Leases,
+}
