@@ -126,13 +126,15 @@ func intOrStr(s string) intstr.IntOrString { return intstr.FromString(s) }
 // driver are counted, nodes are grouped by their blocking reason.
 func TestSummaryScales(t *testing.T) {
 	s := &inventory.Snapshot{Classes: []*resourcev1.DeviceClass{it.Class("gpu")}}
-	var names []string
 	for i := range 200 {
-		n := fmt.Sprintf("node-%03d", i)
-		names = append(names, n)
-		s.Nodes = append(s.Nodes, it.Node(n))
+		s.Nodes = append(s.Nodes, it.Node(fmt.Sprintf("node-%03d", i)))
 	}
-	p := it.Pool("demo", "gpus", 8, names...)
+	// More nodes than targetNodes may list: select them by label.
+	p := it.Pool("demo", "gpus", 8)
+	p.Spec.NodeSelector = map[string]string{"draforge.test/scale": "yes"}
+	for _, n := range s.Nodes {
+		n.Labels["draforge.test/scale"] = "yes"
+	}
 	s.Pools = []*simdevice.Pool{p}
 	s.Slices = it.Slices(p, s.Nodes)
 	for _, sl := range it.Slices(p, s.Nodes) { // the same devices, published by another driver
