@@ -95,7 +95,7 @@ func TestSchedulerAgrees(t *testing.T) {
 	}
 	ctx := t.Context()
 	seed, n := envInt("ORACLE_SEED", defaultSeed), int(envInt("ORACLE_CLAIMS", defaultClaims))
-	cases, err := ScenarioCases("../../examples/scenarios", "../../examples/nodes.yaml")
+	cases, err := ScenarioCases("../../examples/scenarios", "../../examples/simulated-nodes.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
@@ -17,6 +18,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/draforge/draforge/drivers/simdevice"
+	"github.com/draforge/draforge/drivers/simnode"
 )
 
 func decodeFile(path string) ([]*unstructured.Unstructured, error) {
@@ -48,22 +50,32 @@ func into[T any](u *unstructured.Unstructured) (*T, error) {
 }
 
 // ScenarioCases turns every scenario of dir into a world (its pools' slices on the nodes of
-// nodesFile, as the controller publishes them, and its DeviceClasses renamed per scenario so
-// scenarios do not collide) and a case per ResourceClaim. Each claim is decided on its own
-// against the scenario's empty devices: a scenario's expected outcomes (some claims pending
+// nodesFile (examples/simulated-nodes.yaml), as the controller publishes them, and its
+// DeviceClasses renamed per scenario so scenarios do not collide) and a case per
+// ResourceClaim. Each claim is decided on its own against the scenario's empty devices: a scenario's expected outcomes (some claims pending
 // because others took the devices first) depend on order, the verdict per claim does not.
 func ScenarioCases(dir, nodesFile string) ([]Case, error) {
 	nodeDocs, err := decodeFile(nodesFile)
 	if err != nil {
 		return nil, err
 	}
+	// The nodes the scenarios use: SimulatedNodes documents (as `draforge scenario apply`
+	// creates them) or plain Nodes.
 	var nodes []*corev1.Node
 	for _, u := range nodeDocs {
-		n, err := into[corev1.Node](u)
-		if err != nil {
-			return nil, err
+		if u.GetKind() == "Node" {
+			n, err := into[corev1.Node](u)
+			if err != nil {
+				return nil, err
+			}
+			nodes = append(nodes, n)
+			continue
 		}
-		nodes = append(nodes, n)
+		spec, err := simnode.Decode(u)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", nodesFile, err)
+		}
+		nodes = append(nodes, spec.Nodes(time.Now())...)
 	}
 	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
 	if err != nil {
