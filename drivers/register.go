@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/dynamic-resource-allocation/structured"
 
+	"github.com/draforge/draforge/drivers/allocator"
 	"github.com/draforge/draforge/drivers/claims"
 	"github.com/draforge/draforge/drivers/compactslice"
 	"github.com/draforge/draforge/drivers/gvr"
@@ -30,6 +31,8 @@ type Deps struct {
 	// AllocatorFeatures are the structured allocator's features (nil: kube-scheduler's defaults
 	// for Kubernetes 1.37, see drivers/featuregates).
 	AllocatorFeatures *structured.Features
+	// IgnoreDeviceTaintRules is the DRADeviceTaintRules gate turned off.
+	IgnoreDeviceTaintRules bool
 }
 
 // Set is the registered drivers, for callers that read their state (explain, serve).
@@ -57,7 +60,7 @@ func Register(reg *engine.Registry, d Deps) (*Set, error) {
 // register registers every driver's functions in reg, without the background loops.
 func register(reg *engine.Registry, d Deps) (*Set, error) {
 	CacheTyped(d.Informers)
-	c, err := claims.Register(reg, d.Informers, d.Kube, d.Metrics, d.AllocatorFeatures)
+	c, err := claims.Register(reg, d.Informers, d.Kube, d.Metrics, allocator.Options{Features: d.AllocatorFeatures, IgnoreDeviceTaintRules: d.IgnoreDeviceTaintRules})
 	if err != nil {
 		return nil, err
 	}
@@ -76,6 +79,7 @@ func register(reg *engine.Registry, d Deps) (*Set, error) {
 func CacheTyped(inf *engine.Informers) {
 	inf.CacheTyped(gvr.ResourceSlices, func() runtime.Object { return &resourcev1.ResourceSlice{} }, compactSlice)
 	inf.CacheTyped(gvr.DeviceClasses, func() runtime.Object { return &resourcev1.DeviceClass{} }, nil)
+	inf.CacheTyped(gvr.DeviceTaintRules, func() runtime.Object { return &resourcev1.DeviceTaintRule{} }, nil)
 	inf.CacheTyped(gvr.Nodes, func() runtime.Object { return &corev1.Node{} }, pruneNode)
 	inf.CacheTyped(gvr.Pods, func() runtime.Object { return &corev1.Pod{} }, prunePod)
 }

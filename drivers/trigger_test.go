@@ -70,7 +70,7 @@ func TestNodeHeartbeatsDoNotEnqueuePools(t *testing.T) {
 	client := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
 		gvr.SimulatedDevicePools: "SimulatedDevicePoolList", gvr.ResourceSlices: "ResourceSliceList", gvr.DeviceClasses: "DeviceClassList",
 		gvr.ResourceClaims: "ResourceClaimList", gvr.Nodes: "NodeList", gvr.Pods: "PodList",
-		gvr.CustomResourceDefinitions: "CustomResourceDefinitionList", gvr.Leases: "LeaseList",
+		gvr.CustomResourceDefinitions: "CustomResourceDefinitionList", gvr.Leases: "LeaseList", gvr.DeviceTaintRules: "DeviceTaintRuleList",
 	}, objs...)
 	inf := engine.NewInformers(client)
 	reg := engine.NewRegistry()

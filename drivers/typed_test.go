@@ -51,7 +51,7 @@ func TestTypedCachesShareObjects(t *testing.T) {
 				Pool: resourcev1.ResourcePool{Name: "p", ResourceSliceCount: 1}}}),
 	}
 	client := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
-		gvr.SimulatedDevicePools: "SimulatedDevicePoolList", gvr.ResourceSlices: "ResourceSliceList", gvr.DeviceClasses: "DeviceClassList",
+		gvr.SimulatedDevicePools: "SimulatedDevicePoolList", gvr.ResourceSlices: "ResourceSliceList", gvr.DeviceClasses: "DeviceClassList", gvr.DeviceTaintRules: "DeviceTaintRuleList",
 		gvr.ResourceClaims: "ResourceClaimList", gvr.Nodes: "NodeList", gvr.Pods: "PodList",
 		gvr.CustomResourceDefinitions: "CustomResourceDefinitionList",
 	}, objs...)

@@ -193,29 +193,31 @@ func withDefaults(claim *resourcev1.ResourceClaim) *resourcev1.ResourceClaim {
 // request with FirstAvailable.
 type requestView struct {
 	name        string // "req" or "req/sub"
+	path        string // the field path of the alternative in the claim, for remedies
 	parent      string
 	className   string
 	selectors   []resourcev1.DeviceSelector
 	tolerations []resourcev1.DeviceToleration
 	adminAccess bool
+	capacity    *resourcev1.CapacityRequirements
 	mode        resourcev1.DeviceAllocationMode
 	count       int64
 }
 
 func requestViews(claim *resourcev1.ResourceClaim) []requestView {
 	var out []requestView
-	for _, r := range claim.Spec.Devices.Requests {
+	for i, r := range claim.Spec.Devices.Requests {
 		if e := r.Exactly; e != nil {
 			out = append(out, requestView{
-				name: r.Name, parent: r.Name, className: e.DeviceClassName, selectors: e.Selectors,
+				name: r.Name, parent: r.Name, path: fmt.Sprintf("spec.devices.requests[%d].exactly", i), className: e.DeviceClassName, selectors: e.Selectors,
 				tolerations: e.Tolerations, adminAccess: e.AdminAccess != nil && *e.AdminAccess,
-				mode: e.AllocationMode, count: e.Count,
+				capacity: e.Capacity, mode: e.AllocationMode, count: e.Count,
 			})
 		}
-		for _, s := range r.FirstAvailable {
+		for j, s := range r.FirstAvailable {
 			out = append(out, requestView{
-				name: r.Name + "/" + s.Name, parent: r.Name, className: s.DeviceClassName, selectors: s.Selectors,
-				tolerations: s.Tolerations, mode: s.AllocationMode, count: s.Count,
+				name: r.Name + "/" + s.Name, parent: r.Name, path: fmt.Sprintf("spec.devices.requests[%d].firstAvailable[%d]", i, j), className: s.DeviceClassName, selectors: s.Selectors,
+				tolerations: s.Tolerations, capacity: s.Capacity, mode: s.AllocationMode, count: s.Count,
 			})
 		}
 	}

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -635,4 +637,149 @@ func BenchmarkAllocate(b *testing.B) {
 			a.Release(c.UID)
 		}
 	})
+}
+
+func taintRule(name string, sel *resourcev1.DeviceTaintSelector, effect resourcev1.DeviceTaintEffect) *resourcev1.DeviceTaintRule {
+	return &resourcev1.DeviceTaintRule{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: resourcev1.DeviceTaintRuleSpec{DeviceSelector: sel,
+			Taint: resourcev1.DeviceTaint{Key: "maintenance", Value: name, Effect: effect}},
+	}
+}
+
+// DeviceTaintRules taint the devices they select, as kube-scheduler's ResourceSlice tracker
+// applies them: by driver, pool and device, unset fields matching all, no selector matching
+// nothing, effect None not preventing allocation, tolerations in the request honoured.
+func TestDeviceTaintRules(t *testing.T) {
+	ctx := context.Background()
+	a := cluster(t, []string{"node-a", "node-b"}, 2, nil)
+	free := func(c *resourcev1.ResourceClaim) []string {
+		t.Helper()
+		ex := a.Explain(ctx, c)
+		var out []string
+		for _, d := range ex.Requests[0].Devices {
+			if d.Available {
+				out = append(out, d.Pool+"/"+d.Device)
+			}
+		}
+		return out
+	}
+	all := newClaim("all", resourcev1.DeviceRequest{Name: "gpu", Exactly: &resourcev1.ExactDeviceRequest{
+		DeviceClassName: "gpu", AllocationMode: resourcev1.DeviceAllocationModeAll}})
+
+	a.UpsertTaintRule(taintRule("none", &resourcev1.DeviceTaintSelector{Driver: ptr.To(driver)}, resourcev1.DeviceTaintEffectNone))
+	a.UpsertTaintRule(taintRule("noselector", nil, resourcev1.DeviceTaintEffectNoSchedule))
+	a.UpsertTaintRule(taintRule("otherdriver", &resourcev1.DeviceTaintSelector{Driver: ptr.To("other.example.com")}, resourcev1.DeviceTaintEffectNoSchedule))
+	if got := free(all); len(got) != 4 {
+		t.Fatalf("rules that select nothing or have effect None: available %v, want all 4", got)
+	}
+	a.UpsertTaintRule(taintRule("dev0", &resourcev1.DeviceTaintSelector{Pool: ptr.To("node-a"), Device: ptr.To("dev-0")}, resourcev1.DeviceTaintEffectNoSchedule))
+	a.UpsertTaintRule(taintRule("poolb", &resourcev1.DeviceTaintSelector{Driver: ptr.To(driver), Pool: ptr.To("node-b")}, resourcev1.DeviceTaintEffectNoExecute))
+	if got, want := free(all), []string{"node-a/dev-1"}; !slices.Equal(got, want) {
+		t.Fatalf("available %v, want %v", got, want)
+	}
+	ex := a.Explain(ctx, all)
+	assertReason(t, findDevice(t, ex.Requests[0], "node-a/dev-0"), ReasonTainted, "maintenance=dev0:NoSchedule (from DeviceTaintRule dev0)")
+	assertReason(t, findDevice(t, ex.Requests[0], "node-b/dev-1"), ReasonTainted, "maintenance=poolb:NoExecute (from DeviceTaintRule poolb)")
+	mustFail(t, a, all)
+
+	two := newClaim("two", exactly("gpu", "gpu", 2))
+	mustFail(t, a, two)
+	one := newClaim("one", exactly("gpu", "gpu", 1))
+	if got := devicesOf(mustAllocate(t, a, one)); !slices.Equal(got, []string{"gpu=node-a/dev-1"}) {
+		t.Errorf("one device: got %v, want the only untainted one", got)
+	}
+	a.Release(one.UID)
+
+	tolerating := newClaim("tol", exactly("gpu", "gpu", 2))
+	tolerating.Spec.Devices.Requests[0].Exactly.Tolerations = []resourcev1.DeviceToleration{{
+		Key: "maintenance", Operator: resourcev1.DeviceTolerationOpEqual, Value: "poolb", Effect: resourcev1.DeviceTaintEffectNoExecute}}
+	if got := nodeOf(t, mustAllocate(t, a, tolerating)); got != "node-b" {
+		t.Errorf("tolerating poolb: allocated on %s, want node-b", got)
+	}
+	a.Release(tolerating.UID)
+
+	// Removing the rule makes the devices usable again.
+	a.DeleteTaintRule(taintRule("poolb", nil, ""))
+	if got := nodeOf(t, mustAllocate(t, a, two)); got != "node-b" {
+		t.Errorf("after deleting poolb: allocated on %s, want node-b", got)
+	}
+
+	// With the DRADeviceTaintRules gate off the rules are ignored.
+	off := New(Options{IgnoreDeviceTaintRules: true})
+	off.UpsertClass(newClass("gpu"))
+	off.UpsertNode(newNode("node-a"))
+	off.UpsertSlice(compactslice.From(newSlice("node-a", 1, nil)))
+	off.UpsertTaintRule(taintRule("all", &resourcev1.DeviceTaintSelector{}, resourcev1.DeviceTaintEffectNoSchedule))
+	mustAllocate(t, off, newClaim("c", exactly("gpu", "gpu", 1)))
+}
+
+// Explain names exhausted shared counters (a whole GPU and its partitions), a capacity
+// request beyond a shared device's remaining capacity or its requestPolicy, and counts the
+// excluded devices per reason.
+func TestExplainCountersAndCapacity(t *testing.T) {
+	byID := func(id string) string { return `device.attributes["` + driver + `"].id == "` + id + `"` }
+	ctx := context.Background()
+	a := New(Options{})
+	a.UpsertClass(newClass("gpu"))
+	a.UpsertNode(newNode("node-a"))
+	mem := func(s string) map[string]resourcev1.Counter {
+		return map[string]resourcev1.Counter{"memory": {Value: resource.MustParse(s)}}
+	}
+	s := &resourcev1.ResourceSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: "parts"},
+		Spec: resourcev1.ResourceSliceSpec{Driver: driver, NodeName: ptr.To("node-a"),
+			Pool: resourcev1.ResourcePool{Name: "node-a", Generation: 1, ResourceSliceCount: 2},
+			Devices: []resourcev1.Device{
+				{Name: "gpu-0", Attributes: attrs{"id": str("gpu-0")}, ConsumesCounters: []resourcev1.DeviceCounterConsumption{{CounterSet: "gpu-0-counters", Counters: mem("40Gi")}}},
+				{Name: "gpu-0-mig-0", Attributes: attrs{"id": str("gpu-0-mig-0")}, ConsumesCounters: []resourcev1.DeviceCounterConsumption{{CounterSet: "gpu-0-counters", Counters: mem("20Gi")}}},
+				{Name: "shared", Attributes: attrs{"id": str("shared")}, AllowMultipleAllocations: ptr.To(true), Capacity: map[resourcev1.QualifiedName]resourcev1.DeviceCapacity{
+					"bandwidth": {Value: resource.MustParse("10G"), RequestPolicy: &resourcev1.CapacityRequestPolicy{
+						Default: ptr.To(resource.MustParse("1G")), ValidRange: &resourcev1.CapacityRequestPolicyRange{Min: ptr.To(resource.MustParse("1G")), Max: ptr.To(resource.MustParse("8G"))}}}}},
+			},
+		},
+	}
+	a.UpsertSlice(compactslice.From(s))
+	// Since 1.35 a slice has either devices or shared counters.
+	a.UpsertSlice(compactslice.From(&resourcev1.ResourceSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: "counters"},
+		Spec: resourcev1.ResourceSliceSpec{Driver: driver, NodeName: ptr.To("node-a"),
+			Pool:           resourcev1.ResourcePool{Name: "node-a", Generation: 1, ResourceSliceCount: 2},
+			SharedCounters: []resourcev1.CounterSet{{Name: "gpu-0-counters", Counters: mem("40Gi")}}},
+	}))
+	whole := newClaim("whole", exactly("gpu", "gpu", 1, byID("gpu-0")))
+	mustAllocate(t, a, whole) // in flight: takes all of the counter set
+
+	part := newClaim("part", exactly("gpu", "gpu", 1, byID("gpu-0-mig-0")))
+	mustFail(t, a, part)
+	ex := a.Explain(ctx, part)
+	assertReason(t, findDevice(t, ex.Requests[0], "node-a/gpu-0-mig-0"), ReasonCountersExhausted, "counter set gpu-0-counters: memory needs 20Gi, 0 of 40Gi left (used by gpu-0)")
+	if !hasRemedy(ex, "share counters with allocated devices") {
+		t.Errorf("remedies = %q", ex.Remedies)
+	}
+	if got := ex.Requests[0].Excluded; got[ReasonCountersExhausted] != 1 || got[ReasonRequestSelectorFalse] != 2 {
+		t.Errorf("excluded = %v, want CountersExhausted=1 RequestSelectorFalse=2", got)
+	}
+
+	bw := func(name, q string) *resourcev1.ResourceClaim {
+		c := newClaim(name, exactly("net", "gpu", 1, byID("shared")))
+		c.Spec.Devices.Requests[0].Exactly.Capacity = &resourcev1.CapacityRequirements{
+			Requests: map[resourcev1.QualifiedName]resource.Quantity{"bandwidth": resource.MustParse(q)}}
+		return c
+	}
+	tooBig := bw("big", "9G")
+	mustFail(t, a, tooBig)
+	ex = a.Explain(ctx, tooBig)
+	assertReason(t, findDevice(t, ex.Requests[0], "node-a/shared"), ReasonRequestPolicy, "9G exceeds requestPolicy.validRange.max 8G")
+	if !hasRemedy(ex, "spec.devices.requests[0].exactly.capacity.requests") {
+		t.Errorf("remedies = %q", ex.Remedies)
+	}
+	first := bw("first", "6G")
+	r := mustAllocate(t, a, first)
+	a.UpsertClaim(&resourcev1.ResourceClaim{ObjectMeta: first.ObjectMeta, Status: resourcev1.ResourceClaimStatus{Allocation: r}})
+	second := bw("second", "6G")
+	mustFail(t, a, second)
+	ex = a.Explain(ctx, second)
+	assertReason(t, findDevice(t, ex.Requests[0], "node-a/shared"), ReasonCapacityExhausted, "capacity bandwidth: requests 6G, 4G of 10G left")
+	mustAllocate(t, a, bw("third", "4G"))
 }

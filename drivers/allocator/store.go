@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -39,14 +40,18 @@ type Options struct {
 	Features *structured.Features
 	// CELCacheSize overrides DefaultCELCacheSize.
 	CELCacheSize int
+	// IgnoreDeviceTaintRules leaves DeviceTaintRules out, as kube-scheduler does with the
+	// DRADeviceTaintRules gate off (featuregates.Gates.DeviceTaintRules).
+	IgnoreDeviceTaintRules bool
 }
 
 // Allocator holds the observed cluster state relevant to DRA and allocates claims against it.
 // All methods are safe for concurrent use. Objects passed in are never modified and must not be
 // modified by the caller afterwards (informer cache objects satisfy this).
 type Allocator struct {
-	features structured.Features
-	celCache *cel.Cache
+	features          structured.Features
+	taintRulesEnabled bool
+	celCache          *cel.Cache
 
 	// allocMu serializes "compute an allocation + record it in flight", so two callers can
 	// never pick the same device. It is always taken before mu.
@@ -58,6 +63,8 @@ type Allocator struct {
 	claims   map[string]*resourcev1.ResourceClaim // by namespace/name
 	nodes    map[string]*corev1.Node              // by name
 	inFlight map[types.UID]reservation
+	// taintRules are the DeviceTaintRules by name, applied to slices in snapshots.
+	taintRules map[string]*resourcev1.DeviceTaintRule
 }
 
 // reservation is an allocation that was (or is about to be) written but is not yet observed.
@@ -77,13 +84,15 @@ func New(opts Options) *Allocator {
 		size = DefaultCELCacheSize
 	}
 	return &Allocator{
-		features: features,
-		celCache: cel.NewCache(size, featuregates.CEL(features)),
-		slices:   map[string]*compactslice.Slice{},
-		classes:  map[string]*resourcev1.DeviceClass{},
-		claims:   map[string]*resourcev1.ResourceClaim{},
-		nodes:    map[string]*corev1.Node{},
-		inFlight: map[types.UID]reservation{},
+		features:          features,
+		taintRulesEnabled: !opts.IgnoreDeviceTaintRules,
+		celCache:          cel.NewCache(size, featuregates.CEL(features)),
+		taintRules:        map[string]*resourcev1.DeviceTaintRule{},
+		slices:            map[string]*compactslice.Slice{},
+		classes:           map[string]*resourcev1.DeviceClass{},
+		claims:            map[string]*resourcev1.ResourceClaim{},
+		nodes:             map[string]*corev1.Node{},
+		inFlight:          map[types.UID]reservation{},
 	}
 }
 
@@ -295,15 +304,21 @@ type snapshot struct {
 	nodes    []*corev1.Node // all observed nodes, sorted by name
 	state    structured.AllocatedState
 	owners   map[structured.DeviceID]string
+	// consumed is the capacity taken from shared devices, per device (explain only).
+	consumed map[structured.DeviceID]map[resourcev1.QualifiedName]resource.Quantity
+	// taintRules are applied to every slice the snapshot expands.
+	taintRules []*resourcev1.DeviceTaintRule
 }
 
 // snapshotLocked takes a snapshot; the in-flight reservation of the claim with UID except, if
 // any, is left out, so that claim is seen as holding no devices.
 func (a *Allocator) snapshotLocked(except types.UID) *snapshot {
 	s := &snapshot{
-		expanded: map[*compactslice.Slice]*resourcev1.ResourceSlice{},
-		classes:  make(map[string]*resourcev1.DeviceClass, len(a.classes)),
-		owners:   a.ownersLocked(except),
+		expanded:   map[*compactslice.Slice]*resourcev1.ResourceSlice{},
+		classes:    make(map[string]*resourcev1.DeviceClass, len(a.classes)),
+		owners:     a.ownersLocked(except),
+		consumed:   map[structured.DeviceID]map[resourcev1.QualifiedName]resource.Quantity{},
+		taintRules: a.taintRulesLocked(),
 		state: structured.AllocatedState{
 			AllocatedDevices:         sets.New[structured.DeviceID](),
 			AllocatedSharedDeviceIDs: sets.New[structured.SharedDeviceID](),
@@ -334,6 +349,14 @@ func (a *Allocator) snapshotLocked(except types.UID) *snapshot {
 				s.state.AllocatedSharedDeviceIDs.Insert(structured.MakeSharedDeviceID(id, r.ShareID))
 				if r.ConsumedCapacity != nil {
 					s.state.AggregatedCapacity.Insert(structured.NewDeviceConsumedCapacity(id, r.ConsumedCapacity))
+					if s.consumed[id] == nil {
+						s.consumed[id] = map[resourcev1.QualifiedName]resource.Quantity{}
+					}
+					for name, q := range r.ConsumedCapacity {
+						sum := s.consumed[id][name]
+						sum.Add(q)
+						s.consumed[id][name] = sum
+					}
 				}
 				continue
 			}
@@ -405,11 +428,13 @@ func (s *snapshot) withFreeDevices(nodes []*corev1.Node) []*corev1.Node {
 	return out
 }
 
-// typed returns sl as the API type, expanding it once per snapshot.
+// typed returns sl as the API type with the DeviceTaintRules applied, expanding it once per
+// snapshot.
 func (s *snapshot) typed(sl *compactslice.Slice) *resourcev1.ResourceSlice {
 	t, ok := s.expanded[sl]
 	if !ok {
 		t = sl.Expand()
+		applyTaintRules(t, s.taintRules)
 		s.expanded[sl] = t
 	}
 	return t

@@ -15,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/dynamic-resource-allocation/structured"
 
 	"github.com/draforge/draforge/drivers/allocator"
 	"github.com/draforge/draforge/drivers/gvr"
@@ -30,11 +29,11 @@ type Driver struct {
 	allocated prometheus.Counter
 }
 
-// Register feeds the allocator from inf and registers the driver's functions in reg. features
-// are the allocator's (nil: allocator.DefaultFeatures, kube-scheduler's 1.37 defaults).
-func Register(reg *engine.Registry, inf *engine.Informers, kube kubernetes.Interface, metrics prometheus.Registerer, features *structured.Features) (*Driver, error) {
+// Register feeds the allocator from inf and registers the driver's functions in reg. opts
+// configure the allocator (zero: kube-scheduler's 1.37 defaults).
+func Register(reg *engine.Registry, inf *engine.Informers, kube kubernetes.Interface, metrics prometheus.Registerer, opts allocator.Options) (*Driver, error) {
 	d := &Driver{
-		Allocator: allocator.New(allocator.Options{Features: features}),
+		Allocator: allocator.New(opts),
 		Pods:      allocator.NewPodIndex(),
 		kube:      kube,
 		allocated: prometheus.NewCounter(prometheus.CounterOpts{Name: "draforge_controller_allocations_total",
@@ -48,6 +47,7 @@ func Register(reg *engine.Registry, inf *engine.Informers, kube kubernetes.Inter
 	a := d.Allocator
 	engine.Feed(inf, gvr.ResourceSlices, a.UpsertSlice, a.DeleteSlice)
 	engine.Feed(inf, gvr.DeviceClasses, a.UpsertClass, a.DeleteClass)
+	engine.Feed(inf, gvr.DeviceTaintRules, a.UpsertTaintRule, a.DeleteTaintRule)
 	engine.Feed(inf, gvr.ResourceClaims, a.UpsertClaim, a.DeleteClaim)
 	engine.Feed(inf, gvr.Nodes, a.UpsertNode, a.DeleteNode)
 	engine.Feed(inf, gvr.Pods, d.Pods.Upsert, d.Pods.Delete)

@@ -38,6 +38,9 @@ var gates = map[string]gate{
 	"DRAPrioritizedList":           {def: true, locked: true, deps: []string{"DynamicResourceAllocation"}},
 	"DRAResourceClaimDeviceStatus": {def: true, locked: true},
 	"DRADeviceTaints":              {def: true, deps: []string{"DynamicResourceAllocation"}},
+	// GA in 1.37, not yet locked (LockToDefault in 1.38): the scheduler's ResourceSlice tracker
+	// applies DeviceTaintRules only with it on.
+	"DRADeviceTaintRules":          {def: true, deps: []string{"DRADeviceTaints"}},
 	"DRAPartitionableDevices":      {def: true, deps: []string{"DynamicResourceAllocation"}},
 	"DRAConsumableCapacity":        {def: true, deps: []string{"DynamicResourceAllocation"}},
 	"DRAFractionalCapacityRange":   {def: true, deps: []string{"DRAConsumableCapacity"}},
@@ -125,6 +128,10 @@ func (g Gates) Allocator() structured.Features {
 		CompatibilityGroups:     g["DRADeviceCompatibilityGroups"],
 	}
 }
+
+// DeviceTaintRules reports whether DeviceTaintRules taint devices (kube-scheduler starts its
+// ResourceSlice tracker with EnableDeviceTaintRules from this gate).
+func (g Gates) DeviceTaintRules() bool { return g["DRADeviceTaintRules"] }
 
 // CEL returns the CEL environment's features for a given set of allocator features, as
 // kube-scheduler builds its CEL cache (dynamicresources.go New).

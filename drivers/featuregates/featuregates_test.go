@@ -30,7 +30,7 @@ func TestParse(t *testing.T) {
 		"":                                   func(f structured.Features) bool { return f == Defaults().Allocator() },
 		"DRAListTypeAttributes=true":         func(f structured.Features) bool { return f.ListTypeAttributes },
 		" DRADeviceBindingConditions=false ": func(f structured.Features) bool { return !f.DeviceBindingAndStatus && f.ConsumableCapacity },
-		"SchedulerQueueingHints=true,DRADeviceTaints=false": func(f structured.Features) bool {
+		"SchedulerQueueingHints=true,DRADeviceTaints=false,DRADeviceTaintRules=false": func(f structured.Features) bool {
 			return !f.DeviceTaints // a non-DRA gate is ignored
 		},
 		"DRAConsumableCapacity=false,DRAFractionalCapacityRange=false": func(f structured.Features) bool {
@@ -43,7 +43,7 @@ func TestParse(t *testing.T) {
 			t.Errorf("%q: %v", flag, err)
 			continue
 		}
-		if !want(g.Allocator()) {
+		if !want(g.Allocator()) || (strings.Contains(flag, "DRADeviceTaintRules=false") == g.DeviceTaintRules()) {
 			t.Errorf("%q: features %+v", flag, g.Allocator())
 		}
 	}
@@ -54,6 +54,7 @@ func TestParse(t *testing.T) {
 		"DRAPartitionableDevices=false,DRADeviceCompatibilityGroups=true": "DRADeviceCompatibilityGroups is enabled, but depends",
 		"DRADeviceTaints":                                                 "missing bool value",
 		"DRADeviceTaints=maybe":                                           "invalid value of DRADeviceTaints",
+		"DRADeviceTaints=false":                                           "DRADeviceTaintRules is enabled, but depends on features that are disabled: [DRADeviceTaints]",
 	} {
 		if _, err := Parse(flag); err == nil || !strings.Contains(err.Error(), msg) {
 			t.Errorf("%q: want an error containing %q, got %v", flag, msg, err)
@@ -64,7 +65,7 @@ func TestParse(t *testing.T) {
 // Every combination a cluster can run with is accepted by the structured allocator (an
 // unsupported feature set is an error at NewAllocator).
 func TestAllocatorAcceptsParsedFeatures(t *testing.T) {
-	for _, flag := range []string{"", "DRAListTypeAttributes=true", "DRADerivedAttributes=true,DRADeviceCompatibilityGroups=true,DRAOptionalNodeOperations=true", "DRAPartitionableDevices=false,DRADeviceTaints=false"} {
+	for _, flag := range []string{"", "DRAListTypeAttributes=true", "DRADerivedAttributes=true,DRADeviceCompatibilityGroups=true,DRAOptionalNodeOperations=true", "DRAPartitionableDevices=false,DRADeviceTaints=false,DRADeviceTaintRules=false"} {
 		g, err := Parse(flag)
 		if err != nil {
 			t.Fatal(err)

@@ -21,6 +21,8 @@ var (
 	ResourceSlices = schema.GroupVersionResource{Group: "resource.k8s.io", Version: "v1", Resource: "resourceslices"}
 	DeviceClasses  = schema.GroupVersionResource{Group: "resource.k8s.io", Version: "v1", Resource: "deviceclasses"}
 	ResourceClaims = schema.GroupVersionResource{Group: "resource.k8s.io", Version: "v1", Resource: "resourceclaims"}
+	// DeviceTaintRules taint devices like the drivers' own taints (GA in 1.37).
+	DeviceTaintRules = schema.GroupVersionResource{Group: "resource.k8s.io", Version: "v1", Resource: "devicetaintrules"}
 
 	// Core v1.
 	Nodes      = schema.GroupVersionResource{Version: "v1", Resource: "nodes"}
@@ -35,5 +37,5 @@ var (
 
 // All is every resource above, for checks that a resource named elsewhere is a shared one.
 var All = []schema.GroupVersionResource{
-	SimulatedDevicePools, ResourceSlices, DeviceClasses, ResourceClaims, Nodes, Pods, Namespaces, CustomResourceDefinitions, Leases,
+	SimulatedDevicePools, ResourceSlices, DeviceClasses, ResourceClaims, DeviceTaintRules, Nodes, Pods, Namespaces, CustomResourceDefinitions, Leases,
 }

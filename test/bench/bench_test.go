@@ -82,3 +82,13 @@ func BenchmarkCacheMemory(b *testing.B) {
 		})
 	}
 }
+
+func TestExplainPhase(t *testing.T) {
+	r, err := Explain(t.Context(), 20, 4, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Nodes != 20 || r.Devices != 4 || r.Latency <= 0 {
+		t.Errorf("result %+v", r)
+	}
+}

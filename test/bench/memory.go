@@ -121,6 +121,7 @@ var memoryGVRs = map[schema.GroupVersionResource]string{
 	gvr.SimulatedDevicePools:                "SimulatedDevicePoolList",
 	gvr.ResourceSlices:                      "ResourceSliceList",
 	gvr.DeviceClasses:                       "DeviceClassList",
+	gvr.DeviceTaintRules:                    "DeviceTaintRuleList",
 	gvr.ResourceClaims:                      "ResourceClaimList",
 	gvr.Nodes:                               "NodeList",
 	gvr.Pods:                                "PodList",

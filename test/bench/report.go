@@ -57,9 +57,10 @@ type Config struct {
 	ChurnRate                            float64
 	ChurnDuration                        time.Duration
 	MemoryObjects                        int
+	ExplainNodes, ExplainDevices         int
 	SimNodes                             int
 	NodeWindow                           time.Duration
-	// Only, when non-empty, selects phases: publish, alloc, churn, cost, memory, nodes.
+	// Only, when non-empty, selects phases: publish, alloc, churn, cost, memory, explain, nodes.
 	Only map[string]bool
 }
 
@@ -72,7 +73,8 @@ func DefaultConfig() Config {
 		SteadyWindow: 60 * time.Second,
 		ChurnRate:    20, ChurnDuration: 20 * time.Second,
 		MemoryObjects: 2000,
-		SimNodes:      100, NodeWindow: 60 * time.Second,
+		ExplainNodes:  1000, ExplainDevices: 8,
+		SimNodes: 100, NodeWindow: 60 * time.Second,
 	}
 }
 
@@ -95,6 +97,14 @@ func Run(ctx context.Context, cfg Config, log io.Writer) ([]Row, error) {
 			}
 			rows = append(rows, Row{Metric: fmt.Sprintf("cache memory per object (%s, n=%d)", kind, cfg.MemoryObjects),
 				Value: fmt.Sprintf("%.2f KiB", b/1024), Target: "<= 6 KiB", OK: b <= 6*1024})
+		}
+	}
+	if cfg.run("explain") {
+		if r, err := Explain(ctx, cfg.ExplainNodes, cfg.ExplainDevices, 3); err != nil {
+			fail("explain latency", err)
+		} else {
+			rows = append(rows, Row{Metric: fmt.Sprintf("explain latency, pending claim (%d nodes x %d devices, 2 drivers, median of %d)", r.Nodes, r.Devices, r.Runs),
+				Value: ms(r.Latency), Target: "<= " + ExplainTarget.String(), OK: r.Latency <= ExplainTarget})
 		}
 	}
 	if !cfg.run("publish") && !cfg.run("alloc") && !cfg.run("churn") && !cfg.run("cost") && !cfg.run("nodes") {

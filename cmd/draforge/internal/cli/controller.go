@@ -72,7 +72,8 @@ func runController(ctx context.Context, kf *kubeFlags, o *controllerOptions) err
 	m0 := metrics.New()
 	features := o.gates.Allocator()
 	rt, err := newProcess(kf, processOptions{component: "controller", logLevel: o.logLevel, machinesDir: o.machinesDir,
-		qps: o.qps, burst: o.burst, metrics: m0.Registry, allocatorFeatures: &features})
+		qps: o.qps, burst: o.burst, metrics: m0.Registry, allocatorFeatures: &features,
+		ignoreDeviceTaintRules: !o.gates.DeviceTaintRules()})
 	if err != nil {
 		return err
 	}

@@ -13,13 +13,16 @@ import (
 
 func newExplain(kf *kubeFlags) *cobra.Command {
 	var out string
+	var devices bool
 	cmd := &cobra.Command{
 		Use:   "explain [claim/]CLAIM | pod/POD",
 		Short: "Explain why a ResourceClaim or Pod is pending, per request, node and device (or which devices it holds)",
 		Long: `Explain runs the same structured allocator as the controller over the cluster's
 ResourceSlices, DeviceClasses, ResourceClaims (all namespaces, as they take devices) and Nodes,
 and reports per request which devices match and why the others do not, per node whether the
-whole claim fits, and remedies.
+whole claim fits, and remedies. The output is a summary: per request the devices excluded,
+counted by reason, and the nodes grouped by what blocks them; --devices adds a line per device
+and per node (and keeps the device lists in json and yaml output).
 
 For pod/NAME it explains each of the pod's claims (spec.resourceClaims; claims generated from a
 ResourceClaimTemplate are found through status.resourceClaimStatuses) the same way, adds the
@@ -54,7 +57,7 @@ holds with their pool and node.`,
 					return err
 				}
 				if f == output.Table {
-					return explain.RenderPod(cmd.OutOrStdout(), res)
+					return explain.RenderPod(cmd.OutOrStdout(), res, explain.RenderOptions{Devices: devices})
 				}
 				return output.Print(cmd.OutOrStdout(), f, res, nil)
 			}
@@ -63,12 +66,16 @@ holds with their pool and node.`,
 				return err
 			}
 			if f == output.Table {
-				return explain.Render(cmd.OutOrStdout(), res)
+				return explain.Render(cmd.OutOrStdout(), res, explain.RenderOptions{Devices: devices})
+			}
+			if !devices {
+				res = res.WithoutDevices()
 			}
 			return output.Print(cmd.OutOrStdout(), f, res, nil)
 		},
 	}
 	cmd.Flags().StringVarP(&out, "output", "o", "table", "table (text), json or yaml")
+	cmd.Flags().BoolVar(&devices, "devices", false, "show every device per request and every node (large on big clusters)")
 	return cmd
 }
 

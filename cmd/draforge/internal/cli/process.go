@@ -32,6 +32,8 @@ type processOptions struct {
 	metrics prometheus.Registerer
 	// allocatorFeatures overrides the allocator's default features (--feature-gates).
 	allocatorFeatures *structured.Features
+	// ignoreDeviceTaintRules is --feature-gates DRADeviceTaintRules=false.
+	ignoreDeviceTaintRules bool
 }
 
 // process is what controller and serve both build: the logger, the clients and one set of
@@ -57,7 +59,8 @@ func newProcess(kf *kubeFlags, o processOptions) (*process, error) {
 	}
 	rt.registry = engine.NewRegistry()
 	if rt.drivers, err = drivers.Register(rt.registry, drivers.Deps{Kube: rt.kube, Dynamic: rt.dyn, Informers: rt.informers,
-		Metrics: o.metrics, Log: rt.log, AllocatorFeatures: o.allocatorFeatures}); err != nil {
+		Metrics: o.metrics, Log: rt.log, AllocatorFeatures: o.allocatorFeatures,
+		IgnoreDeviceTaintRules: o.ignoreDeviceTaintRules}); err != nil {
 		return nil, err
 	}
 	if rt.machines, err = loadMachineDir(o.machinesDir, rt.registry.Names()); err != nil {

@@ -56,6 +56,9 @@ func NewAllocator(s *inventory.Snapshot) *allocator.Allocator {
 	for _, n := range s.Nodes {
 		a.UpsertNode(n)
 	}
+	for _, r := range s.TaintRules {
+		a.UpsertTaintRule(r)
+	}
 	return a
 }
 
@@ -106,8 +109,19 @@ func Explain(ctx context.Context, s *inventory.Snapshot, namespace, name string)
 	return r, nil
 }
 
+// RenderOptions choose the level of detail.
+type RenderOptions struct {
+	// Devices adds one line per device and request, and one line per node. Without it the
+	// output is a summary whose size does not grow with the cluster: per request the devices
+	// excluded, counted by reason; nodes grouped by why they do not fit.
+	Devices bool
+}
+
+// maxNodeNames is how many node names a summary line lists before "and N more".
+const maxNodeNames = 3
+
 // Render writes a human-readable explanation.
-func Render(w io.Writer, r *Result) error {
+func Render(w io.Writer, r *Result, opts RenderOptions) error {
 	var b strings.Builder
 	c := r.Claim
 	fmt.Fprintf(&b, "Claim:    %s/%s\n", c.Namespace, c.Name)
@@ -133,6 +147,7 @@ func Render(w io.Writer, r *Result) error {
 	if len(ex.Requests) > 0 {
 		b.WriteString("\nRequests:\n")
 	}
+	hasDevices := false
 	for _, req := range ex.Requests {
 		want := req.Mode
 		if req.Count > 0 {
@@ -145,6 +160,16 @@ func Render(w io.Writer, r *Result) error {
 		}
 		if len(req.Devices) == 0 {
 			b.WriteString("    no devices are published\n")
+		}
+		hasDevices = hasDevices || len(req.Devices) > 0
+		if len(req.Excluded) > 0 {
+			fmt.Fprintf(&b, "    excluded: %s\n", counts(req.Excluded))
+		}
+		if req.WithBindingConditions > 0 {
+			fmt.Fprintf(&b, "    %d of the available devices have binding conditions: a pod using one binds only after the driver reports them (status.devices[].conditions)\n", req.WithBindingConditions)
+		}
+		if !opts.Devices {
+			continue
 		}
 		for _, d := range req.Devices {
 			node := d.Node
@@ -164,13 +189,27 @@ func Render(w io.Writer, r *Result) error {
 		}
 	}
 	if len(ex.Nodes) > 0 {
-		b.WriteString("\nNodes:\n")
+		fits := 0
 		for _, n := range ex.Nodes {
-			verdict := "does not fit"
 			if n.Fits {
-				verdict = "fits"
+				fits++
 			}
-			fmt.Fprintf(&b, "  %-12s %s: %s\n", n.Node, verdict, n.Summary)
+		}
+		fmt.Fprintf(&b, "\nNodes: %d of %d fit the whole claim\n", fits, len(ex.Nodes))
+		if opts.Devices {
+			for _, n := range ex.Nodes {
+				fmt.Fprintf(&b, "  %-12s %s: %s\n", n.Node, verdict(n), n.Summary)
+			}
+		} else {
+			for _, g := range groupNodes(ex.Nodes) {
+				names := g.nodes
+				more := ""
+				if len(names) > maxNodeNames {
+					more = fmt.Sprintf(" and %d more", len(names)-maxNodeNames)
+					names = names[:maxNodeNames]
+				}
+				fmt.Fprintf(&b, "  %s (%d): %s\n    %s%s\n", g.verdict, len(g.nodes), g.summary, strings.Join(names, ", "), more)
+			}
 		}
 	}
 	if len(ex.Remedies) > 0 {
@@ -180,17 +219,74 @@ func Render(w io.Writer, r *Result) error {
 		}
 	}
 	if len(r.ReasonCounts) > 0 {
-		codes := make([]string, 0, len(r.ReasonCounts))
-		for code := range r.ReasonCounts {
-			codes = append(codes, code)
-		}
-		slices.Sort(codes)
-		var parts []string
-		for _, code := range codes {
-			parts = append(parts, fmt.Sprintf("%s=%d", code, r.ReasonCounts[code]))
-		}
-		fmt.Fprintf(&b, "\nReasons: %s\n", strings.Join(parts, " "))
+		fmt.Fprintf(&b, "\nReasons: %s\n", counts(r.ReasonCounts))
+	}
+	if hasDevices && !opts.Devices {
+		b.WriteString("\nPer-device and per-node lines: --devices\n")
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+func verdict(n allocator.NodeExplanation) string {
+	if n.Fits {
+		return "fits"
+	}
+	return "does not fit"
+}
+
+// nodeGroup is the nodes sharing a verdict and the reason for it.
+type nodeGroup struct {
+	verdict, summary string
+	nodes            []string
+}
+
+// groupNodes groups nodes by verdict and summary: fitting nodes first, then the largest groups.
+func groupNodes(nodes []allocator.NodeExplanation) []nodeGroup {
+	index := map[[2]string]int{}
+	var out []nodeGroup
+	for _, n := range nodes {
+		k := [2]string{verdict(n), n.Summary}
+		i, ok := index[k]
+		if !ok {
+			i = len(out)
+			index[k] = i
+			out = append(out, nodeGroup{verdict: k[0], summary: k[1]})
+		}
+		out[i].nodes = append(out[i].nodes, n.Node)
+	}
+	slices.SortStableFunc(out, func(x, y nodeGroup) int {
+		if (x.verdict == "fits") != (y.verdict == "fits") {
+			if x.verdict == "fits" {
+				return -1
+			}
+			return 1
+		}
+		return len(y.nodes) - len(x.nodes)
+	})
+	return out
+}
+
+// counts renders reason counts sorted by code: "A=1 B=2".
+func counts(m map[string]int) string {
+	codes := make([]string, 0, len(m))
+	for code := range m {
+		codes = append(codes, code)
+	}
+	slices.Sort(codes)
+	parts := make([]string, 0, len(codes))
+	for _, code := range codes {
+		parts = append(parts, fmt.Sprintf("%s=%d", code, m[code]))
+	}
+	return strings.Join(parts, " ")
+}
+
+// WithoutDevices drops the per-device lists, for machine-readable output of the summary.
+func (r *Result) WithoutDevices() *Result {
+	out := *r
+	out.Explanation.Requests = slices.Clone(r.Explanation.Requests)
+	for i := range out.Explanation.Requests {
+		out.Explanation.Requests[i].Devices = nil
+	}
+	return &out
 }

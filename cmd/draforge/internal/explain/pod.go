@@ -226,7 +226,7 @@ func podSummary(pod *corev1.Pod, r *PodResult) string {
 
 // RenderPod writes a human-readable pod explanation; each claim's part is Render's output,
 // indented.
-func RenderPod(w io.Writer, r *PodResult) error {
+func RenderPod(w io.Writer, r *PodResult, opts RenderOptions) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Pod:       %s/%s\n", r.Namespace, r.Name)
 	fmt.Fprintf(&b, "Phase:     %s\n", r.Phase)
@@ -261,7 +261,7 @@ func RenderPod(w io.Writer, r *PodResult) error {
 			b.WriteString("  (not reserved for this pod)\n")
 		}
 		var cb strings.Builder
-		if err := Render(&cb, c.Explanation); err != nil {
+		if err := Render(&cb, c.Explanation, opts); err != nil {
 			return err
 		}
 		for line := range strings.Lines(cb.String()) {

@@ -22,7 +22,7 @@ func renderPod(t *testing.T, s *inventory.Snapshot, ns, name string) (*PodResult
 		t.Fatal(err)
 	}
 	var b bytes.Buffer
-	if err := RenderPod(&b, r); err != nil {
+	if err := RenderPod(&b, r, RenderOptions{Devices: true}); err != nil {
 		t.Fatal(err)
 	}
 	return r, b.String()

@@ -38,6 +38,11 @@ func List(ctx context.Context, c Clients, namespace string) (*Snapshot, error) {
 		return nil, wrap("deviceclasses.resource.k8s.io", err)
 	}
 	s.Classes = ptrs(classes.Items)
+	rules, err := c.Kube.ResourceV1().DeviceTaintRules().List(ctx, opts)
+	if err != nil {
+		return nil, wrap("devicetaintrules.resource.k8s.io", err)
+	}
+	s.TaintRules = ptrs(rules.Items)
 	claims, err := c.Kube.ResourceV1().ResourceClaims(namespace).List(ctx, opts)
 	if err != nil {
 		return nil, wrap("resourceclaims.resource.k8s.io", err)

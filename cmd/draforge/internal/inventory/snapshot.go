@@ -27,6 +27,8 @@ type Snapshot struct {
 	Claims  []*resourcev1.ResourceClaim `json:"resourceClaims"`
 	Pods    []*corev1.Pod               `json:"pods"`
 	Nodes   []*corev1.Node              `json:"nodes"`
+	// TaintRules are the DeviceTaintRules: they taint devices for allocation and explain.
+	TaintRules []*resourcev1.DeviceTaintRule `json:"deviceTaintRules,omitempty"`
 
 	// Warnings are lists that could not be read (for example the SimulatedDevicePool CRD is not
 	// installed); the corresponding list is empty.
@@ -46,6 +48,7 @@ func (s *Snapshot) Sort() *Snapshot {
 	slices.SortFunc(s.Pools, byNsName[*simdevice.Pool])
 	slices.SortFunc(s.Slices, byNsName[*resourcev1.ResourceSlice])
 	slices.SortFunc(s.Classes, byNsName[*resourcev1.DeviceClass])
+	slices.SortFunc(s.TaintRules, byNsName[*resourcev1.DeviceTaintRule])
 	slices.SortFunc(s.Claims, byNsName[*resourcev1.ResourceClaim])
 	slices.SortFunc(s.Pods, byNsName[*corev1.Pod])
 	slices.SortFunc(s.Nodes, byNsName[*corev1.Node])

@@ -50,6 +50,7 @@ func (wt *Watcher) Register() error {
 	for kind, resource := range map[string]schema.GroupVersionResource{
 		simdevice.Kind: gvr.SimulatedDevicePools, "ResourceSlice": gvr.ResourceSlices, "DeviceClass": gvr.DeviceClasses,
 		"ResourceClaim": gvr.ResourceClaims, "Pod": gvr.Pods, "Node": gvr.Nodes,
+		"DeviceTaintRule": gvr.DeviceTaintRules,
 	} {
 		inf := wt.Informers.For(resource)
 		wt.infs[kind] = inf
@@ -180,6 +181,7 @@ func (wt *Watcher) build() *inventory.Snapshot {
 	s.Claims = typedList[resourcev1.ResourceClaim](wt.infs["ResourceClaim"])
 	s.Pods = typedList[corev1.Pod](wt.infs["Pod"])
 	s.Nodes = typedList[corev1.Node](wt.infs["Node"])
+	s.TaintRules = typedList[resourcev1.DeviceTaintRule](wt.infs["DeviceTaintRule"])
 	return s.Sort()
 }
 

@@ -336,12 +336,12 @@ func explainLines(s *inventory.Snapshot, key string) []string {
 	case "claim":
 		var r *explain.Result
 		if r, err = explain.Explain(context.Background(), s, ns, name); err == nil {
-			err = explain.Render(&b, r)
+			err = explain.Render(&b, r, explain.RenderOptions{})
 		}
 	case "pod":
 		var r *explain.PodResult
 		if r, err = explain.ExplainPod(context.Background(), s, ns, name); err == nil {
-			err = explain.RenderPod(&b, r)
+			err = explain.RenderPod(&b, r, explain.RenderOptions{})
 		}
 	}
 	if err != nil {
