@@ -130,14 +130,19 @@ func TestGroupValidationMessages(t *testing.T) {
 		mut  func(*PoolSpec)
 		want string
 	}{
-		"legacy field":   {func(s *PoolSpec) { s.DeviceType = "gpu"; s.DeviceGroups = []DeviceGroup{{DeviceType: "x", Count: 1}} }, "spec.deviceType: Forbidden"},
-		"duplicate type": {func(s *PoolSpec) { s.DeviceGroups = []DeviceGroup{{DeviceType: "x", Count: 1}, {DeviceType: "x", Count: 1}} }, "spec.deviceGroups[1].deviceType: Duplicate"},
+		"legacy field": {func(s *PoolSpec) { s.DeviceType = "gpu"; s.DeviceGroups = []DeviceGroup{{DeviceType: "x", Count: 1}} }, "spec.deviceType: Forbidden"},
+		"duplicate type": {func(s *PoolSpec) {
+			s.DeviceGroups = []DeviceGroup{{DeviceType: "x", Count: 1}, {DeviceType: "x", Count: 1}}
+		}, "spec.deviceGroups[1].deviceType: Duplicate"},
 		"policy above capacity": {func(s *PoolSpec) {
 			s.DeviceGroups = []DeviceGroup{{DeviceType: "x", Count: 1, AllowMultipleAllocations: true, Capacities: map[string]resource.Quantity{"c": one},
 				RequestPolicies: map[string]RequestPolicy{"c": {Default: &one, ValidValues: []resource.Quantity{one, two}}}}}
 		}, "spec.deviceGroups[0].requestPolicies[c].validValues[1]: Invalid value: \"2\": must not be larger than the capacity"},
 		"topology alone": {func(s *PoolSpec) { s.DeviceType, s.DeviceCount, s.Topology = "gpu", 1, &Topology{1, 1} }, "spec.topology: Forbidden"},
-		"fault index":    {func(s *PoolSpec) { s.DeviceGroups = []DeviceGroup{{DeviceType: "x", Count: 1}}; s.Faults = []Fault{{Device: intstr.FromInt32(0), Mode: FaultUnhealthy}} }, "spec.faults[0].device"},
+		"fault index": {func(s *PoolSpec) {
+			s.DeviceGroups = []DeviceGroup{{DeviceType: "x", Count: 1}}
+			s.Faults = []Fault{{Device: intstr.FromInt32(0), Mode: FaultUnhealthy}}
+		}, "spec.faults[0].device"},
 	} {
 		errs := groupPool(tc.mut).Validate()
 		var msgs []string
