@@ -187,3 +187,23 @@ func TestGroupPerDeviceNodeSelection(t *testing.T) {
 	}
 	pending(t, a, newClaim("n3", exactly("n", "nic", 1)))
 }
+
+// A request between steps is rounded up to the next step, as the scheduler's allocator does.
+func TestGroupConsumableCapacityWithStep(t *testing.T) {
+	a := groupsCluster(t, nil, simdevice.PoolSpec{DeviceGroups: []simdevice.DeviceGroup{{
+		DeviceType: "gpu", Count: 1, AllowMultipleAllocations: true,
+		Capacities: map[string]resource.Quantity{"memory": resource.MustParse("80Gi")},
+		RequestPolicies: map[string]simdevice.RequestPolicy{"memory": {
+			Default: q("80Gi"), ValidRange: &simdevice.PolicyRange{Min: q("1Gi"), Step: q("1Gi")}}},
+	}}}, "node-a")
+	mem := func(name, v string) *resourcev1.ResourceClaim {
+		return newClaim(name, withCapacity(exactly("g", "gpu", 1), map[resourcev1.QualifiedName]string{"memory": v}))
+	}
+	r := mustAllocate(t, a, mem("a", "1500Mi"))
+	if got := r.Devices.Results[0].ConsumedCapacity["memory"]; got.Cmp(resource.MustParse("2Gi")) != 0 {
+		t.Fatalf("1500Mi rounds up to 2Gi, got %v", got.String())
+	}
+	mustAllocate(t, a, mem("b", "78Gi"))
+	pending(t, a, mem("c", "1Mi"))                       // rounds up to 1Gi: 80Gi used
+	pending(t, a, newClaim("d", exactly("g", "gpu", 1))) // the default is the whole GPU
+}

@@ -106,7 +106,7 @@ func rawSpecErrors(obj map[string]any) []error {
 				errs = append(errs, rawQuantity(pp.Child("validValues").Index(j), v)...)
 			}
 			r, _ := p["validRange"].(map[string]any)
-			for _, k := range []string{"min", "max"} {
+			for _, k := range []string{"min", "max", "step"} {
 				if v, ok := r[k]; ok {
 					errs = append(errs, rawQuantity(pp.Child("validRange").Child(k), v)...)
 				}

@@ -113,7 +113,7 @@ func (r RequestPolicy) api() *resourcev1.CapacityRequestPolicy {
 		out.ValidValues = append(out.ValidValues, v.DeepCopy())
 	}
 	if r.ValidRange != nil {
-		out.ValidRange = &resourcev1.CapacityRequestPolicyRange{Min: copyQ(r.ValidRange.Min), Max: copyQ(r.ValidRange.Max)}
+		out.ValidRange = &resourcev1.CapacityRequestPolicyRange{Min: copyQ(r.ValidRange.Min), Max: copyQ(r.ValidRange.Max), Step: copyQ(r.ValidRange.Step)}
 	}
 	return out
 }

@@ -167,11 +167,12 @@ type RequestPolicy struct {
 	ValidRange  *PolicyRange        `json:"validRange,omitempty"`
 }
 
-// PolicyRange mirrors CapacityRequestPolicyRange without step (a step's divisibility rule
-// cannot be written in the CRD's CEL or in CUE; any value in [min, max] is valid).
+// PolicyRange mirrors CapacityRequestPolicyRange. With Step, default, min, max and step must be
+// whole numbers (int64): the CRD's CEL can only divide integers.
 type PolicyRange struct {
-	Min *resource.Quantity `json:"min,omitempty"`
-	Max *resource.Quantity `json:"max,omitempty"`
+	Min  *resource.Quantity `json:"min,omitempty"`
+	Max  *resource.Quantity `json:"max,omitempty"`
+	Step *resource.Quantity `json:"step,omitempty"`
 }
 
 // Topology is a simulated host's PCIe and NUMA layout: NUMANodes × PCIeRootsPerNUMANode roots.

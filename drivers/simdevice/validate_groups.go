@@ -88,7 +88,9 @@ func (s *PoolSpec) validateGroups(sp *field.Path) field.ErrorList {
 	return errs
 }
 
-// validatePolicy mirrors validateRequestPolicy of resource.k8s.io (without step).
+// validatePolicy mirrors validateRequestPolicy of resource.k8s.io; with a step, every value must
+// be a whole number (stricter than the API, which also divides milli-values, because the CRD's
+// CEL can only divide integers).
 func validatePolicy(pp *field.Path, capacity resource.Quantity, pol RequestPolicy) field.ErrorList {
 	var errs field.ErrorList
 	if len(pol.ValidValues) > 0 && pol.ValidRange != nil {
@@ -132,6 +134,45 @@ func validatePolicy(pp *field.Path, capacity resource.Quantity, pol RequestPolic
 			if pol.Default.Cmp(*r.Max) > 0 {
 				errs = append(errs, field.Invalid(pp.Child("default"), pol.Default.String(), "must not be more than validRange.max"))
 			}
+		}
+		if r.Step != nil {
+			errs = append(errs, validateStep(pp, capacity, *pol.Default, *r)...)
+		}
+	}
+	return errs
+}
+
+// validateStep: step > 0, whole numbers, min + step within the capacity, and default and max
+// reachable from min in steps (validateRequestPolicyRangeStep).
+func validateStep(pp *field.Path, capacity, def resource.Quantity, r PolicyRange) field.ErrorList {
+	sp := pp.Child("validRange", "step")
+	if r.Step.Sign() <= 0 {
+		return field.ErrorList{field.Invalid(sp, r.Step.String(), "must be greater than zero")}
+	}
+	vals := []*resource.Quantity{&def, r.Min, r.Step}
+	if r.Max != nil {
+		vals = append(vals, r.Max)
+	}
+	for _, q := range vals {
+		if _, ok := q.AsInt64(); !ok {
+			return field.ErrorList{field.Invalid(sp, r.Step.String(), "with step, default, min, max and step must be whole numbers")}
+		}
+	}
+	var errs field.ErrorList
+	minV, _ := r.Min.AsInt64()
+	step, _ := r.Step.AsInt64()
+	if next := resource.NewQuantity(minV+step, resource.DecimalSI); next.Cmp(capacity) > 0 {
+		errs = append(errs, field.Invalid(sp, r.Step.String(), "min + step must not be larger than the capacity"))
+	}
+	for _, v := range []struct {
+		name string
+		q    *resource.Quantity
+	}{{"default", &def}, {"max", r.Max}} {
+		if v.q == nil {
+			continue
+		}
+		if n, _ := v.q.AsInt64(); (n-minV)%step != 0 {
+			errs = append(errs, field.Invalid(sp, r.Step.String(), v.name+" must be min plus a multiple of step"))
 		}
 	}
 	return errs
