@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -136,6 +137,27 @@ func (s *PoolSpec) groupAttributeAndCapacityCount(g *DeviceGroup) int {
 	}
 	if g.Partitions > 0 {
 		n += 2
+	}
+	return n
+}
+
+// DeviceTypes lists the pool's device types: deviceType, or every group's, comma-separated.
+func (s *PoolSpec) DeviceTypes() string {
+	if len(s.DeviceGroups) == 0 {
+		return s.DeviceType
+	}
+	types := make([]string, len(s.DeviceGroups))
+	for i, g := range s.DeviceGroups {
+		types[i] = g.DeviceType
+	}
+	return strings.Join(types, ",")
+}
+
+// PhysicalDevicesPerNode is deviceCount, or the sum of the groups' counts.
+func (s *PoolSpec) PhysicalDevicesPerNode() int {
+	n := s.DeviceCount
+	for _, g := range s.DeviceGroups {
+		n += g.Count
 	}
 	return n
 }

@@ -161,3 +161,15 @@ func itoa(i int) string { return strconv.Itoa(i) }
 
 func qv(q resource.Quantity) int64  { return q.Value() }
 func qs(q resource.Quantity) string { return q.String() }
+
+func TestGroupSummaries(t *testing.T) {
+	p := groupPool(func(s *PoolSpec) {
+		s.DeviceGroups = []DeviceGroup{{DeviceType: "gpu", Count: 8}, {DeviceType: "nic", Count: 4}}
+	})
+	if p.Spec.DeviceTypes() != "gpu,nic" || p.Spec.PhysicalDevicesPerNode() != 12 {
+		t.Errorf("groups: %q %d", p.Spec.DeviceTypes(), p.Spec.PhysicalDevicesPerNode())
+	}
+	if l := newPool(nil); l.Spec.DeviceTypes() != "gpu" || l.Spec.PhysicalDevicesPerNode() != 2 {
+		t.Errorf("implicit group: %q %d", l.Spec.DeviceTypes(), l.Spec.PhysicalDevicesPerNode())
+	}
+}
