@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"testing"
 
 	resourcev1 "k8s.io/api/resource/v1"
@@ -35,6 +36,8 @@ func TestDeviceGroupsPublishedAtLimits(t *testing.T) {
 				"bindingConditions":        []any{"a.example.com/ready", "b", "c", "d"},
 				"bindingFailureConditions": []any{"a.example.com/failed", "f", "g", "h"}},
 			map[string]any{"deviceType": "remote", "count": int64(3), "perDeviceNodeSelection": true},
+			// 2 built-ins + 26 capacities + topology's 2 + a partition's 2 = 32 per device, 27 counters.
+			map[string]any{"deviceType": "acc", "count": int64(1), "partitions": int64(2), "capacities": manyCapacities(26)},
 		},
 		"faults": []any{map[string]any{"device": "gpu-0", "mode": "unhealthy"}},
 	}
@@ -59,9 +62,12 @@ func TestDeviceGroupsPublishedAtLimits(t *testing.T) {
 			byName[d.Name] = d
 		}
 	}
-	// 128 GPUs × (whole + 8 partitions) + 8 NICs + 4 FPGAs + 3 remote devices.
-	if counterSets != 128 || devices != 128*9+8+4+3 || perDevice != 3 {
-		t.Fatalf("published %d counter sets, %d devices (%d per-device), want 128, %d, 3", counterSets, devices, perDevice, 128*9+15)
+	// 128 GPUs × (whole + 8 partitions) + 8 NICs + 4 FPGAs + 3 remote devices + acc-0 and its 2 partitions.
+	if counterSets != 129 || devices != 128*9+8+4+3+3 || perDevice != 3 {
+		t.Fatalf("published %d counter sets, %d devices (%d per-device), want 129, %d, 3", counterSets, devices, perDevice, 128*9+18)
+	}
+	if d := byName["acc-0-part-1"]; len(d.Attributes)+len(d.Capacity) != 32 || len(d.ConsumesCounters[0].Counters) != 27 {
+		t.Errorf("acc-0-part-1: %d attributes and capacities, %d counters", len(d.Attributes)+len(d.Capacity), len(d.ConsumesCounters[0].Counters))
 	}
 	if d := byName["gpu-127-part-7"]; len(d.ConsumesCounters) != 1 || d.Attributes[simdevice.AttrPCIeRoot].StringValue == nil {
 		t.Errorf("partition gpu-127-part-7: %+v", d)
@@ -78,4 +84,12 @@ func TestDeviceGroupsPublishedAtLimits(t *testing.T) {
 	if len(byName["gpu-0-part-3"].Taints) != 1 {
 		t.Errorf("the unhealthy fault taints the GPU's partitions too: %+v", byName["gpu-0-part-3"])
 	}
+}
+
+func manyCapacities(n int) map[string]any {
+	out := map[string]any{}
+	for i := range n {
+		out[fmt.Sprintf("c%d", i)] = int64(100)
+	}
+	return out
 }
