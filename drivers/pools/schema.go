@@ -22,7 +22,7 @@ const (
 	// version 0.
 	SchemaAnnotation = "draforge.oaslananka/schema-version"
 	// SchemaVersion is the CRD schema version this controller expects (deploy/crds carries it).
-	SchemaVersion = 2
+	SchemaVersion = 1
 
 	ConditionDegraded        = "Degraded"
 	ReasonSchemaPredates     = "SchemaPredatesController"
