@@ -1,16 +1,21 @@
 // Package engine runs CUE-defined state machines (engine/machine) against Kubernetes objects:
-// dynamic informers feed one typed workqueue per machine; each sync re-derives the object's
-// state, fires the first permitted event through looplab/fsm, runs the transition's driver
-// actions, writes status only when it changed, and applies the machine's backoff table to errors.
+// dynamic informers feed one typed workqueue per machine. Each pass is the pure step Decide
+// (decide.go, predicates.go: derive the state, choose the state's first transition whose test
+// holds and whose timer is due, render conditions) followed by the apply step (this file,
+// actions.go, status.go): the transition fires through looplab/fsm, whose callback runs its
+// actions, status is written only when it changed, and the step's outcome drives the queue
+// (requeue after, pending, blocked, retry with the machine's backoff table, terminal).
 package engine
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/looplab/fsm"
 	"github.com/rs/zerolog"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -115,7 +120,26 @@ func (e *Engine) State(ctx context.Context, machineName, key string) (string, er
 	if err != nil || !exists {
 		return "", fmt.Errorf("%s %s: %w", machineName, key, ErrObjectNotFound)
 	}
-	return r.derive(ctx, obj.(*unstructured.Unstructured))
+	return Derive(r.m, r.input(ctx, obj.(*unstructured.Unstructured)))
+}
+
+// input is what Decide needs for obj (a private copy or a cached object it must not change).
+func (r *runner) input(ctx context.Context, obj *unstructured.Unstructured) Input {
+	return Input{Object: obj, Facts: r.newFacts(withPass(ctx), obj), Now: r.e.o.Now(),
+		TerminalMarked: r.terminalMarked(obj), Retries: r.queue.NumRequeues(cacheKey(obj))}
+}
+
+// terminalMarked reports a terminal error remembered for obj's UID and generation.
+func (r *runner) terminalMarked(obj *unstructured.Unstructured) bool {
+	v, ok := r.terminal.Load(cacheKey(obj))
+	if !ok {
+		return false
+	}
+	if mark := v.(terminalMark); mark.uid == obj.GetUID() && mark.generation == obj.GetGeneration() {
+		return true
+	}
+	r.terminal.Delete(cacheKey(obj))
+	return false
 }
 
 type runner struct {
@@ -132,6 +156,12 @@ type runner struct {
 	terminal sync.Map // key -> terminalMark
 	// written holds the resourceVersion of our last status write per key (see expect).
 	written sync.Map
+	// events describe the machine to looplab/fsm (built once).
+	events fsm.Events
+	// related are the machine's related objects with their informers; relIndex maps them
+	// back to owners.
+	related  map[string]relatedRef
+	relIndex relIndex
 }
 
 type terminalMark struct {
@@ -140,20 +170,22 @@ type terminalMark struct {
 }
 
 func newRunner(e *Engine, m *machine.Machine) (*runner, error) {
-	if e.o.Informers.IsTyped(m.Resource) {
-		// Actions, observations and status writes work on unstructured objects.
-		return nil, fmt.Errorf("machine %s: resource %s is cached typed", m.Name, m.Resource)
+	if e.o.Informers.IsTyped(m.Resource) && len(m.Selector) == 0 {
+		// Actions, observations and status writes work on unstructured objects; a machine
+		// with a selector gets its own unstructured informer (ForLabels).
+		return nil, fmt.Errorf("machine %s: resource %s is cached typed (give the machine a selector)", m.Name, m.Resource)
 	}
 	r := &runner{
 		e: e, m: m,
-		inf:     e.o.Informers.For(m.Resource),
 		limiter: newBackoffLimiter[string](m.Backoff),
 		hist:    newHistory(m.HistoryLimit),
 		log:     e.o.Log.With().Str("machine", m.Name).Logger(),
+		events:  m.FSMEvents(),
+		related: map[string]relatedRef{},
 	}
 	r.queue = workqueue.NewTypedRateLimitingQueueWithConfig[string](r.limiter,
 		workqueue.TypedRateLimitingQueueConfig[string]{Name: m.Name})
-	e.o.Informers.Notify(m.Resource, cache.ResourceEventHandlerFuncs{
+	own := cache.ResourceEventHandlerFuncs{
 		AddFunc: r.enqueueObj,
 		UpdateFunc: func(old, cur any) {
 			// Resyncs and no-op updates carry the same resourceVersion: nothing to do.
@@ -162,8 +194,26 @@ func newRunner(e *Engine, m *machine.Machine) (*runner, error) {
 			}
 			r.enqueueObj(cur)
 		},
-		DeleteFunc: r.enqueueObj,
-	})
+		// A delete is always passed on (its labels may no longer match): the pass forgets the key.
+		DeleteFunc: func(obj any) {
+			if u := ObjectMeta(obj); u != nil {
+				r.add(cache.ObjectName{Namespace: u.GetNamespace(), Name: u.GetName()}.String())
+			}
+		},
+	}
+	if len(m.Selector) > 0 {
+		// Only the selected objects are listed and watched (a label selector on the server).
+		r.inf = e.o.Informers.ForLabels(m.Resource, m.Selector)
+		if _, err := r.inf.AddEventHandler(own); err != nil {
+			return nil, err
+		}
+	} else {
+		r.inf = e.o.Informers.For(m.Resource)
+		e.o.Informers.Notify(m.Resource, own)
+	}
+	for _, n := range m.RelatedOrder {
+		r.watchRelated(m.Related[n])
+	}
 	for _, t := range m.Triggers {
 		mapFn, err := r.triggerMapper(t)
 		if err != nil {
@@ -192,8 +242,54 @@ func newRunner(e *Engine, m *machine.Machine) (*runner, error) {
 	return r, nil
 }
 
+// watchRelated reads a related resource from an informer (one restricted to the object when
+// the name is a literal, so RBAC may limit it to resourceNames) and enqueues the owners whose
+// passes looked the changed object up.
+func (r *runner) watchRelated(rel machine.Related) {
+	ref := relatedRef{spec: rel}
+	if name, literal := literalName(rel); literal {
+		ref.inf = r.e.o.Informers.ForName(rel.Resource, name)
+	} else {
+		ref.inf = r.e.o.Informers.For(rel.Resource)
+	}
+	r.related[rel.Name] = ref
+	handler := func(obj any) {
+		if o := ObjectMeta(obj); o != nil {
+			key := cache.ObjectName{Namespace: o.GetNamespace(), Name: o.GetName()}.String()
+			for _, owner := range r.relIndex.ownersOf(rel.Resource, key) {
+				r.add(owner)
+			}
+		}
+	}
+	_, _ = ref.inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    handler,
+		UpdateFunc: func(_, cur any) { handler(cur) },
+		DeleteFunc: handler,
+	})
+}
+
+// literalName returns the related object's name when it is the same for every owner.
+func literalName(rel machine.Related) (string, bool) {
+	if rel.NamespaceT != nil {
+		return "", false
+	}
+	name, err := rel.NameT.RenderString(map[string]any{})
+	if err != nil || strings.Contains(name, "<no value>") {
+		return "", false
+	}
+	probe, err := rel.NameT.RenderString(map[string]any{"object": map[string]any{"metadata": map[string]any{"name": "x"}}})
+	return name, err == nil && probe == name
+}
+
 func (r *runner) triggerMapper(t machine.Trigger) (func(metav1.Object) []string, error) {
 	switch t.Map {
+	case "name":
+		return func(u metav1.Object) []string {
+			if r.m.Namespaced {
+				return []string{cache.ObjectName{Namespace: u.GetNamespace(), Name: u.GetName()}.String()}
+			}
+			return []string{u.GetName()}
+		}, nil
 	case "all":
 		return func(metav1.Object) []string { return r.inf.GetStore().ListKeys() }, nil
 	case "labels":
@@ -235,9 +331,19 @@ func ObjectMeta(obj any) metav1.Object {
 }
 
 func (r *runner) enqueueObj(obj any) {
-	if u := ObjectMeta(obj); u != nil {
+	if u := ObjectMeta(obj); u != nil && r.selected(u.GetLabels()) {
 		r.add(cache.ObjectName{Namespace: u.GetNamespace(), Name: u.GetName()}.String())
 	}
+}
+
+// selected reports whether labels match the machine's selector.
+func (r *runner) selected(labels map[string]string) bool {
+	for k, v := range r.m.Selector {
+		if labels[k] != v {
+			return false
+		}
+	}
+	return true
 }
 
 func (r *runner) add(key string) {
@@ -249,15 +355,6 @@ func (r *runner) enqueueAll() {
 	for _, k := range r.inf.GetStore().ListKeys() {
 		r.add(k)
 	}
-}
-
-// attempt describes what one sync tried, for history, metrics and error handling.
-type attempt struct {
-	from, to, event string
-	actions         []string
-	uid             types.UID
-	generation      int64
-	obj             *unstructured.Unstructured
 }
 
 func (r *runner) processNext(ctx context.Context) bool {
@@ -274,213 +371,187 @@ func (r *runner) processNext(ctx context.Context) bool {
 	}
 	r.e.o.Observer.SyncStarted(r.m.Name)
 	start := time.Now()
-	at, err := r.sync(ctx, key)
-	var pending *PendingError
-	if errors.As(err, &pending) {
-		r.e.o.Observer.SyncFinished(r.m.Name, time.Since(start), nil) // waiting is not an error
-	} else {
-		r.e.o.Observer.SyncFinished(r.m.Name, time.Since(start), err)
+	st, obj := r.sync(ctx, key)
+	var err error
+	if st.Outcome == Retry || st.Outcome == Terminal {
+		err = st.Err // waiting (pending, unmapped blocked) is not an error
 	}
-	r.handle(ctx, key, at, err)
+	r.e.o.Observer.SyncFinished(r.m.Name, time.Since(start), err)
+	r.handle(ctx, key, st, obj)
 	return true
 }
 
-// handle applies the queue policy: success forgets the key (and requeues after the state's
-// requeueAfter), Pending waits without counting a retry, retryable classes back off until
-// maxRetries, everything else becomes terminal.
-func (r *runner) handle(ctx context.Context, key string, at *attempt, err error) {
-	var pending *PendingError
-	switch {
-	case err == nil:
+// handle applies the step's outcome to the queue: done forgets the key (requeueing after the
+// state's requeueAfter or the nearest timer), pending waits without counting a retry, retry
+// backs off (base..cap), terminal marks the object and shows the terminal state.
+func (r *runner) handle(ctx context.Context, key string, st Step, obj *unstructured.Unstructured) {
+	if (st.Outcome == Retry || st.Outcome == Terminal) && ctx.Err() != nil {
+		return // cut off by shutdown: the next leader picks the key up; nothing to count
+	}
+	switch st.Outcome {
+	case Done, Wait, "":
 		r.queue.Forget(key)
-		if at != nil {
-			r.requeueAfter(key, at.to)
+		if st.Outcome == Wait {
+			r.record(key, st, "pending")
 		}
-	case errors.As(err, &pending):
-		r.queue.Forget(key)
-		r.record(key, at, "pending", err, "")
-		r.requeueAfter(key, at.from)
-	case ctx.Err() != nil:
-		// Cut off by shutdown: the next leader picks the key up; nothing to count.
-	default:
-		class := Classify(err)
-		if !r.m.Backoff.IsTerminal(class) && r.queue.NumRequeues(key) < r.m.Backoff.MaxRetries {
-			r.e.o.Observer.Retry(r.m.Name, class)
-			r.record(key, at, "retry", err, class)
-			r.log.Debug().Str("key", key).Str("class", string(class)).Err(err).Msg("retrying")
-			r.queue.AddRateLimited(key)
-			return
+		if st.RequeueAfter > 0 {
+			r.queue.AddAfter(key, st.RequeueAfter)
 		}
+	case Retry:
+		r.e.o.Observer.Retry(r.m.Name, st.Class)
+		r.record(key, st, "retry")
+		r.log.Debug().Str("key", key).Str("class", string(st.Class)).Err(st.Err).Msg("retrying")
+		r.queue.AddRateLimited(key)
+	case Terminal:
 		r.queue.Forget(key)
-		r.e.o.Observer.Terminal(r.m.Name, class)
-		r.record(key, at, "terminal", err, class)
-		r.log.Error().Str("key", key).Str("class", string(class)).Err(err).Msg("terminal error")
-		if at != nil && at.obj != nil {
-			r.enterTerminal(ctx, key, at, err, class)
+		r.e.o.Observer.Terminal(r.m.Name, st.Class)
+		r.record(key, st, "terminal")
+		r.log.Error().Str("key", key).Str("class", string(st.Class)).Err(st.Err).Msg("terminal error")
+		if obj != nil {
+			r.enterTerminal(ctx, key, st, obj)
 		}
 	}
 }
 
-func (r *runner) requeueAfter(key, state string) {
-	if d := r.m.States[state].RequeueAfter; d > 0 {
-		r.queue.AddAfter(key, d)
+func (r *runner) record(key string, st Step, outcome string) {
+	rec := Record{Time: r.e.o.Now(), Outcome: outcome, ErrorClass: string(st.Class),
+		From: st.From, To: st.To, Event: st.Event}
+	if st.Transition != nil {
+		rec.Actions = st.Transition.ActionNames()
 	}
-}
-
-func (r *runner) record(key string, at *attempt, outcome string, err error, class machine.ErrorClass) {
-	rec := Record{Time: r.e.o.Now(), Outcome: outcome, ErrorClass: string(class)}
-	if at != nil {
-		rec.From, rec.To, rec.Event, rec.Actions = at.from, at.to, at.event, at.actions
+	if outcome == "terminal" || outcome == "retry" || outcome == "pending" {
+		rec.To = st.From
+		if outcome == "terminal" {
+			rec.To = r.m.TerminalState
+		}
 	}
-	if err != nil {
-		rec.Error = err.Error()
+	if st.Err != nil {
+		rec.Error = st.Err.Error()
 	}
 	r.hist.add(key, rec)
 }
 
 // enterTerminal moves the object into the machine's terminal state: memory mark, conditions
 // (when the machine owns status), a Warning event.
-func (r *runner) enterTerminal(ctx context.Context, key string, at *attempt, cause error, class machine.ErrorClass) {
-	r.terminal.Store(key, terminalMark{uid: at.uid, generation: at.generation})
+func (r *runner) enterTerminal(ctx context.Context, key string, st Step, obj *unstructured.Unstructured) {
+	r.terminal.Store(key, terminalMark{uid: obj.GetUID(), generation: obj.GetGeneration()})
 	to := r.m.TerminalState
-	r.e.o.Observer.Transition(r.m.Name, at.from, to, "error")
-	r.event(at.obj, corev1.EventTypeWarning, "TerminalError", fmt.Sprintf("%s: %s (%s)", class, truncate(cause.Error(), 200), to))
+	r.e.o.Observer.Transition(r.m.Name, st.From, to, "error")
+	cause := ""
+	if st.Err != nil {
+		cause = st.Err.Error()
+	}
+	r.event(obj, corev1.EventTypeWarning, "TerminalError", fmt.Sprintf("%s: %s (%s)", st.Class, truncate(cause, 200), to))
 	if !r.m.Status.Conditions {
 		return
 	}
-	obj := at.obj.DeepCopy()
+	obj = obj.DeepCopy()
 	before := statusOf(obj)
-	r.setConditions(obj, to, fmt.Sprintf("%s: %s", class, truncate(cause.Error(), 256)))
+	var conds []Condition
+	for _, c := range r.m.States[to].Conditions {
+		conds = append(conds, Condition{Type: c.Type, Status: c.Status, Reason: c.Reason,
+			Message: fmt.Sprintf("%s: %s", st.Class, truncate(cause, 256))})
+	}
+	r.setConditions(obj, conds)
 	if err := r.writeStatus(ctx, obj, before); err != nil {
 		r.log.Error().Str("key", key).Err(err).Msg("could not record terminal state in status")
 	}
 }
 
-// sync runs one level-based pass over the object with key.
-func (r *runner) sync(ctx context.Context, key string) (*attempt, error) {
+// sync runs one level-based pass over the object with key: Decide (pure), then apply — fire
+// the transition through looplab/fsm (its callbacks run the actions), set the conditions and
+// write status when it changed. It returns the step and the object it worked on.
+func (r *runner) sync(ctx context.Context, key string) (Step, *unstructured.Unstructured) {
 	cached, exists, err := r.inf.GetStore().GetByKey(key)
 	if err != nil {
-		return nil, err
+		return ErrorStep(r.m, Step{}, err, r.queue.NumRequeues(key)), nil
 	}
 	if !exists {
 		r.hist.forget(key)
 		r.terminal.Delete(key)
 		r.written.Delete(key)
 		r.limiter.Forget(key)
-		return nil, nil
+		r.relIndex.forget(key)
+		return Step{Outcome: Done}, nil
 	}
-	if r.stale(cached.(*unstructured.Unstructured)) {
-		return nil, nil
+	u := cached.(*unstructured.Unstructured)
+	if r.stale(u) || !r.selected(u.GetLabels()) {
+		return Step{Outcome: Done}, nil
 	}
 	// Never modify the cache: actions get a private copy.
-	obj := cached.(*unstructured.Unstructured).DeepCopy()
-	ctx = withPass(ctx)
-	at := &attempt{uid: obj.GetUID(), generation: obj.GetGeneration(), obj: obj}
-	if at.from, err = r.derive(ctx, obj); err != nil {
-		return at, err
+	obj := u.DeepCopy()
+	in := r.input(ctx, obj)
+	st := r.step(ctx, in)
+	// Actions that wrote the object itself (finalizers, metadata) hand back its new
+	// resourceVersion: wait for the cache to show it before deciding anything else.
+	if rv := obj.GetResourceVersion(); rv != u.GetResourceVersion() {
+		r.expect(obj, rv)
 	}
-	at.to = at.from
-	if r.m.States[at.from].Terminal {
-		return at, nil
+	if st.Outcome != Done {
+		// Pending, blocked without a mapping, retry, terminal: what the actions left in
+		// memory is not written.
+		return st, obj
 	}
-	f := r.m.NewFSM(at.from)
-	ev, err := r.pickEvent(ctx, obj, func(name string) bool { return f.Can(name) })
-	if err != nil {
-		return at, err
+	if err := r.writeStatus(ctx, obj, statusOf(u)); err != nil {
+		// An action that removed the last finalizer of a deleting object made it go away.
+		if !(apierrors.IsNotFound(err) && obj.GetDeletionTimestamp() != nil) {
+			return ErrorStep(r.m, st, fmt.Errorf("write status: %w", err), in.Retries), obj
+		}
 	}
-	before := statusOf(obj)
-	var note string
-	ctx = context.WithValue(ctx, noteKey{}, &note)
-	if ev != "" {
-		at.event = ev
-		at.actions = r.transition(ev, at.from).Actions
-		for _, name := range at.actions {
-			if err := r.e.o.Registry.actions[name](ctx, obj); err != nil {
-				return at, fmt.Errorf("action %s: %w", name, err)
+	if st.Transition != nil && st.Outcome == Done {
+		r.record(key, st, "ok")
+		r.e.o.Observer.Transition(r.m.Name, st.From, st.To, st.Event)
+		if st.From != st.To {
+			r.event(obj, corev1.EventTypeNormal, "Transition", fmt.Sprintf("%s -> %s on %s", st.From, st.To, st.Event))
+			r.log.Info().Str("key", key).Str("from", st.From).Str("to", st.To).Str("event", st.Event).Msg("transition")
+		}
+	}
+	return st, obj
+}
+
+// step is the pass without the status write: Decide, fire the transition (running its
+// actions), map a blocked outcome, and set the target state's conditions on in.Object.
+// BenchmarkTransition measures it.
+func (r *runner) step(ctx context.Context, in Input) Step {
+	st := Decide(r.m, in)
+	if st.Err != nil {
+		if b, ok := asBlocked(st.Err); ok {
+			st = BlockedStep(r.m, st, b, in)
+		}
+		if st.Outcome != Done {
+			return st
+		}
+	}
+	if st.Transition != nil {
+		var data map[string]any
+		lazy := func() map[string]any {
+			if data == nil {
+				data = TemplateData(r.m, in, nil)
 			}
+			return data
 		}
-		if err := f.Event(ctx, ev); err != nil && !isNoTransition(err) {
-			return at, err
-		}
-		at.to = f.Current()
-		// Actions that wrote the object itself (finalizers) hand back its new resourceVersion:
-		// wait for the cache to show it before deciding anything else about this object.
-		if rv := obj.GetResourceVersion(); rv != cached.(*unstructured.Unstructured).GetResourceVersion() {
-			r.expect(obj, rv)
-		}
-	}
-	if r.m.Status.Conditions && (ev != "" || !r.showsState(obj, at.to)) {
-		r.setConditions(obj, at.to, note)
-		if err := r.writeStatus(ctx, obj, before); err != nil {
-			// An action that removed the last finalizer of a deleting object made it go away.
-			if !(apierrors.IsNotFound(err) && obj.GetDeletionTimestamp() != nil) {
-				return at, fmt.Errorf("write status: %w", err)
+		to, err := r.fire(ctx, in.Object, st, lazy)
+		if b, ok := asBlocked(err); ok {
+			st = BlockedStep(r.m, st, b, in)
+			if st.Outcome != Done {
+				return st
 			}
-		}
-	}
-	if ev != "" {
-		r.record(key, at, "ok", nil, "")
-		r.e.o.Observer.Transition(r.m.Name, at.from, at.to, ev)
-		if at.from != at.to {
-			r.event(obj, corev1.EventTypeNormal, "Transition", fmt.Sprintf("%s -> %s on %s", at.from, at.to, ev))
-			r.log.Info().Str("key", key).Str("from", at.from).Str("to", at.to).Str("event", ev).Msg("transition")
-		}
-	}
-	return at, nil
-}
-
-// derive returns the object's current state: a terminal mark for this generation, else the
-// first matching derive rule, else the initial state.
-func (r *runner) derive(ctx context.Context, obj *unstructured.Unstructured) (string, error) {
-	key := cacheKey(obj)
-	if v, ok := r.terminal.Load(key); ok {
-		if mark := v.(terminalMark); mark.uid == obj.GetUID() && mark.generation == obj.GetGeneration() {
-			return r.m.TerminalState, nil
-		}
-		r.terminal.Delete(key)
-	}
-	for _, d := range r.m.Derive {
-		ok, err := r.test(ctx, obj, d.When)
-		if err != nil {
-			return "", err
-		}
-		if ok {
-			return d.State, nil
-		}
-	}
-	return r.m.Initial, nil
-}
-
-// pickEvent returns the first event, in declaration order, that is permitted from the current
-// state and whose test holds ("" when none).
-func (r *runner) pickEvent(ctx context.Context, obj *unstructured.Unstructured, can func(string) bool) (string, error) {
-	for _, ev := range r.m.Events {
-		if !can(ev.Name) {
-			continue
-		}
-		ok, err := r.test(ctx, obj, ev.When)
-		if err != nil {
-			return "", fmt.Errorf("event %s: %w", ev.Name, err)
-		}
-		if ok {
-			return ev.Name, nil
-		}
-	}
-	return "", nil
-}
-
-func (r *runner) transition(event, from string) machine.Transition {
-	for _, t := range r.m.Transitions {
-		if t.Event != event {
-			continue
-		}
-		for _, f := range t.From {
-			if f == from {
-				return t
+		} else if err != nil {
+			return ErrorStep(r.m, st, err, in.Retries)
+		} else {
+			st.To = to
+			// Actions may have changed the object: render the conditions it now shows.
+			if st.Conditions, err = RenderConditions(r.m, st.To, in, nil); err != nil {
+				return ErrorStep(r.m, st, err, in.Retries)
 			}
 		}
 	}
-	return machine.Transition{}
+	// An object resting in a terminal state is left alone; one entering it shows its conditions
+	// (they are how the next pass derives it).
+	if r.m.Status.Conditions && !r.m.States[st.From].Terminal {
+		r.setConditions(in.Object, st.Conditions)
+	}
+	return st
 }
 
 func (r *runner) event(obj *unstructured.Unstructured, kind, reason, msg string) {

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
@@ -29,7 +30,10 @@ type Informers struct {
 	byGVR   map[schema.GroupVersionResource]cache.SharedIndexInformer
 	// named are informers over one object each (metadata.name field selector), keyed by
 	// "gvr/name"; each has its own factory because the selector applies factory-wide.
-	named     map[string]cache.SharedIndexInformer
+	named map[string]cache.SharedIndexInformer
+	// labelled are unstructured informers over the objects matching a label selector (see
+	// ForLabels), keyed by "gvr?selector".
+	labelled  map[string]cache.SharedIndexInformer
 	factories []dynamicinformer.DynamicSharedInformerFactory
 	// dispatch runs every handler of one informer in one goroutine, feeders first, so a
 	// machine triggered by an event reads driver stores that already contain it.
@@ -51,6 +55,7 @@ func NewInformers(client dynamic.Interface) *Informers {
 		factory:   f,
 		byGVR:     map[schema.GroupVersionResource]cache.SharedIndexInformer{},
 		named:     map[string]cache.SharedIndexInformer{},
+		labelled:  map[string]cache.SharedIndexInformer{},
 		factories: []dynamicinformer.DynamicSharedInformerFactory{f},
 		dispatch:  map[schema.GroupVersionResource]*dispatcher{},
 		typed:     map[schema.GroupVersionResource]cache.TransformFunc{},
@@ -128,6 +133,29 @@ func (i *Informers) ForName(gvr schema.GroupVersionResource, name string) cache.
 	inf := f.ForResource(gvr).Informer()
 	_ = inf.SetTransform(i.transform(gvr))
 	i.named[key] = inf
+	i.factories = append(i.factories, f)
+	return inf
+}
+
+// ForLabels returns an informer over the objects of gvr carrying all the labels, creating it on
+// first use. It lists and watches with that label selector, so a machine with a selector (the
+// node machine: only simulated Nodes) caches only its own objects, and it always caches
+// unstructured objects (with every field), even for a resource drivers cache typed and pruned.
+// Call it before Start.
+func (i *Informers) ForLabels(gvr schema.GroupVersionResource, selector map[string]string) cache.SharedIndexInformer {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	sel := labels.SelectorFromSet(selector).String()
+	key := gvr.String() + "?" + sel
+	if inf, ok := i.labelled[key]; ok {
+		return inf
+	}
+	f := dynamicinformer.NewFilteredDynamicSharedInformerFactory(i.client, 0, metav1.NamespaceAll, func(o *metav1.ListOptions) {
+		o.LabelSelector = sel
+	})
+	inf := f.ForResource(gvr).Informer()
+	_ = inf.SetTransform(stripManagedFields)
+	i.labelled[key] = inf
 	i.factories = append(i.factories, f)
 	return inf
 }
@@ -224,6 +252,9 @@ func (i *Informers) all() []cache.SharedIndexInformer {
 		out = append(out, inf)
 	}
 	for _, inf := range i.named {
+		out = append(out, inf)
+	}
+	for _, inf := range i.labelled {
 		out = append(out, inf)
 	}
 	return out

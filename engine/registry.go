@@ -14,12 +14,13 @@ import (
 )
 
 // Action does the work of a transition. It may change obj's status in memory (obj is a private
-// copy); the engine writes status back only when it changed. Returning a Pending error keeps the
-// object in its state without counting a retry.
+// copy); the engine writes status back only when it changed. Returning Pending keeps the object
+// in its state without counting a retry; Blocked goes where the machine's outcomes say.
 type Action func(ctx context.Context, obj *unstructured.Unstructured) error
 
-// Observation answers a yes/no question about an object from informer caches.
-type Observation func(ctx context.Context, obj *unstructured.Unstructured) (bool, error)
+// Observation answers a yes/no question about facts outside the object (the allocator, other
+// objects) from informer caches; its message is available to condition templates.
+type Observation func(ctx context.Context, obj *unstructured.Unstructured) (Fact, error)
 
 // Mapper turns a changed object of a trigger resource into keys of a machine's resource. obj is
 // *unstructured.Unstructured, or a typed or Compact object for resources cached typed (see
@@ -72,24 +73,3 @@ func keys[F any](m map[string]F) []string {
 
 // mapperName strips the "driver:" prefix of a trigger's map.
 func mapperName(m string) (string, bool) { return strings.CutPrefix(m, "driver:") }
-
-// PendingError tells the engine an action cannot make progress yet (for example no device fits
-// a claim). It is not an API error: no retry is counted and the state's requeueAfter applies.
-type PendingError struct{ Reason string }
-
-func (e *PendingError) Error() string { return "pending: " + e.Reason }
-
-// Pending returns a PendingError.
-func Pending(format string, args ...any) error {
-	return &PendingError{Reason: fmt.Sprintf(format, args...)}
-}
-
-type noteKey struct{}
-
-// Note lets an action explain its outcome: the message becomes the message of the conditions
-// the object shows after the transition (for example which spec fields are invalid).
-func Note(ctx context.Context, format string, args ...any) {
-	if p, ok := ctx.Value(noteKey{}).(*string); ok {
-		*p = fmt.Sprintf(format, args...)
-	}
-}

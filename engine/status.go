@@ -1,85 +1,25 @@
 package engine
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 
-	"github.com/looplab/fsm"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
-
-	"github.com/draforge/draforge/engine/machine"
 )
 
-// test evaluates one machine predicate against obj.
-func (r *runner) test(ctx context.Context, obj *unstructured.Unstructured, t machine.Test) (bool, error) {
-	var ok bool
-	switch {
-	case t.Observe != "":
-		var err error
-		if ok, err = r.e.o.Registry.observations[t.Observe](ctx, obj); err != nil {
-			return false, fmt.Errorf("observation %s: %w", t.Observe, err)
-		}
-	case t.Deleting:
-		ok = obj.GetDeletionTimestamp() != nil
-	case t.Condition != nil:
-		ok = hasCondition(obj, *t.Condition)
-	case t.Field != "":
-		v, found, _ := unstructured.NestedFieldNoCopy(obj.Object, strings.Split(t.Field, ".")...)
-		ok = found && v != nil
-		if ok && t.Equals != nil {
-			ok = sameJSON(v, t.Equals)
-		}
-	}
-	return ok != t.Not, nil
-}
-
-func sameJSON(a, b any) bool {
-	ja, errA := json.Marshal(a)
-	jb, errB := json.Marshal(b)
-	return errA == nil && errB == nil && bytes.Equal(ja, jb)
-}
-
-func conditionsOf(obj *unstructured.Unstructured) []any {
-	c, _, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
-	return c
-}
-
-func hasCondition(obj *unstructured.Unstructured, ct machine.ConditionTest) bool {
-	for _, c := range conditionsOf(obj) {
-		m, _ := c.(map[string]any)
-		if m["type"] != ct.Type || m["status"] != ct.Status {
-			continue
-		}
-		if ct.Reason != "" && m["reason"] != ct.Reason {
-			continue
-		}
-		if ct.Current {
-			g, _, _ := unstructured.NestedInt64(m, "observedGeneration")
-			if g != obj.GetGeneration() {
-				continue
-			}
-		}
-		return true
-	}
-	return false
-}
-
-// setConditions makes obj's conditions those of state, keeping lastTransitionTime for
-// conditions whose status did not change, and records observedGeneration. msg, when set,
-// replaces the declared messages (terminal errors say what failed).
-func (r *runner) setConditions(obj *unstructured.Unstructured, state, msg string) {
+// setConditions makes obj's conditions conds (the target state's, rendered), keeping
+// lastTransitionTime for conditions whose status did not change, and records
+// observedGeneration. Conditions the state does not speak about (written by others) are kept.
+func (r *runner) setConditions(obj *unstructured.Unstructured, conds []Condition) {
+	existing := conditionsOf(obj.Object)
 	old := map[string]map[string]any{}
-	var out []any
-	for _, c := range conditionsOf(obj) {
+	for _, c := range existing {
 		if m, ok := c.(map[string]any); ok {
 			t, _ := m["type"].(string)
 			old[t] = m
@@ -88,12 +28,9 @@ func (r *runner) setConditions(obj *unstructured.Unstructured, state, msg string
 	declared := map[string]bool{}
 	gen := obj.GetGeneration()
 	now := metav1.NewTime(r.e.o.Now()).UTC().Format("2006-01-02T15:04:05Z")
-	for _, c := range r.m.States[state].Conditions {
+	out := make([]any, 0, len(conds)+len(existing))
+	for _, c := range conds {
 		declared[c.Type] = true
-		message := c.Message
-		if msg != "" {
-			message = msg
-		}
 		ltt := now
 		if prev, ok := old[c.Type]; ok && prev["status"] == c.Status {
 			if s, ok := prev["lastTransitionTime"].(string); ok {
@@ -101,29 +38,17 @@ func (r *runner) setConditions(obj *unstructured.Unstructured, state, msg string
 			}
 		}
 		out = append(out, map[string]any{
-			"type": c.Type, "status": c.Status, "reason": c.Reason, "message": message,
+			"type": c.Type, "status": c.Status, "reason": c.Reason, "message": c.Message,
 			"lastTransitionTime": ltt, "observedGeneration": gen,
 		})
 	}
-	// Conditions this state does not speak about (written by others) are kept as they are.
-	for _, c := range conditionsOf(obj) {
+	for _, c := range existing {
 		if m, ok := c.(map[string]any); ok && !declared[fmt.Sprint(m["type"])] {
 			out = append(out, m)
 		}
 	}
 	_ = unstructured.SetNestedSlice(obj.Object, out, "status", "conditions")
 	_ = unstructured.SetNestedField(obj.Object, gen, "status", "observedGeneration")
-}
-
-// showsState reports whether obj already carries state's conditions for its generation, so an
-// idle pass leaves messages written by an earlier transition alone.
-func (r *runner) showsState(obj *unstructured.Unstructured, state string) bool {
-	for _, c := range r.m.States[state].Conditions {
-		if !hasCondition(obj, machine.ConditionTest{Type: c.Type, Status: c.Status, Reason: c.Reason, Current: true}) {
-			return false
-		}
-	}
-	return true
 }
 
 func statusOf(obj *unstructured.Unstructured) map[string]any {
@@ -139,16 +64,25 @@ func (r *runner) writeStatus(ctx context.Context, obj *unstructured.Unstructured
 	if equality.Semantic.DeepEqual(normalize(before), normalize(after)) {
 		return nil
 	}
+	// Only the top-level status fields that changed (a Node's images and addresses stay out).
 	patch := map[string]any{}
 	for k, v := range after {
-		patch[k] = v
+		if !equality.Semantic.DeepEqual(normalize(map[string]any{k: before[k]}), normalize(map[string]any{k: v})) {
+			patch[k] = v
+		}
 	}
 	for k := range before {
 		if _, ok := after[k]; !ok {
 			patch[k] = nil
 		}
 	}
-	body, err := json.Marshal(map[string]any{"status": patch})
+	doc := map[string]any{"status": patch}
+	if !r.m.Status.Conditions {
+		// Lists of an object we do not own (a Node's conditions) are sent whole: the read
+		// resourceVersion makes a concurrent writer's change a Conflict, not a lost update.
+		doc["metadata"] = map[string]any{"resourceVersion": obj.GetResourceVersion()}
+	}
+	body, err := json.Marshal(doc)
 	if err != nil {
 		return err
 	}
@@ -196,9 +130,4 @@ func normalize(m map[string]any) any {
 	var out any
 	_ = json.Unmarshal(b, &out)
 	return out
-}
-
-func isNoTransition(err error) bool {
-	var nt fsm.NoTransitionError
-	return errors.As(err, &nt)
 }

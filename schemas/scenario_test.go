@@ -31,6 +31,17 @@ func TestExampleScenariosAreValid(t *testing.T) {
 	}
 }
 
+func TestSimulatedNodesExampleIsValid(t *testing.T) {
+	f := "../examples/simulated-nodes.yaml"
+	src, err := os.ReadFile(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ValidateScenario(f, src); err != nil {
+		t.Fatalf("want valid, got:\n%s", cueerrors.Details(err, nil))
+	}
+}
+
 var expectRE = regexp.MustCompile(`(?m)^# expect: (.+)$`)
 
 var atRE = regexp.MustCompile(`(?m)^# at: line (\d+)`)

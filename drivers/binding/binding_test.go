@@ -115,7 +115,7 @@ func TestActionsWriteStatusAndDeallocate(t *testing.T) {
 	u := toUnstructured(t, testPool())
 	d.UpsertPool(u)
 	obj := toUnstructured(t, c)
-	if ok, _ := d.awaits(context.Background(), obj); !ok {
+	if f, _ := d.awaits(context.Background(), obj); !f.Holds {
 		t.Fatal("claim should await binding conditions")
 	}
 	if err := d.set(context.Background(), obj); err != nil {
@@ -127,7 +127,7 @@ func TestActionsWriteStatusAndDeallocate(t *testing.T) {
 	}
 	failedDevices := got.Status.Devices
 	obj = toUnstructured(t, got)
-	if ok, _ := d.failed(context.Background(), obj); !ok {
+	if f, _ := d.failed(context.Background(), obj); !f.Holds {
 		t.Fatal("a failed claim the simulator allocated should be deallocated")
 	}
 	if err := d.deallocate(context.Background(), obj); err != nil {
@@ -141,18 +141,18 @@ func TestActionsWriteStatusAndDeallocate(t *testing.T) {
 	d.now = func() time.Time { return t0.Add(time.Second) }
 	err := d.set(context.Background(), toUnstructured(t, allocated("gpu-0")))
 	var pending *engine.PendingError
-	if !errors.As(err, &pending) {
-		t.Fatalf("want Pending before the delay, got %v", err)
+	if !errors.As(err, &pending) || pending.RequeueAfter != 4*time.Second {
+		t.Fatalf("want Pending for the 4s left of the delay, got %v", err)
 	}
 	// Reserved for a pod: kube-scheduler's decision, not ours.
 	c = allocated("gpu-1")
 	c.Status.ReservedFor = []resourcev1.ResourceClaimConsumerReference{{Resource: "pods", Name: "p", UID: "u"}}
 	c.Status.Devices = failedDevices
-	if ok, _ := d.failed(context.Background(), toUnstructured(t, c)); ok {
+	if f, _ := d.failed(context.Background(), toUnstructured(t, c)); f.Holds {
 		t.Fatal("a claim in use is left to kube-scheduler")
 	}
 	c.Status.ReservedFor = nil
-	if ok, _ := d.failed(context.Background(), toUnstructured(t, c)); !ok {
+	if f, _ := d.failed(context.Background(), toUnstructured(t, c)); !f.Holds {
 		t.Fatal("the same claim unreserved is deallocated")
 	}
 }

@@ -20,8 +20,8 @@ import (
 //
 //   - observation claimAwaitsBindingConditions: an allocated claim has a simulated device with
 //     binding conditions whose status the driver has not written yet;
-//   - action setBindingConditions: write the due conditions to status.devices (Pending while a
-//     device's bindingDelaySeconds has not passed, so the state's requeueAfter retries);
+//   - action setBindingConditions: write the due conditions to status.devices (Pending with the
+//     time until the next device is due while its bindingDelaySeconds has not passed);
 //   - observation claimBindingFailed: a claim the simulator allocated (reserved for nobody) has
 //     a True binding failure condition or timed out (kube-scheduler's Filter/PostFilter verdict);
 //   - action deallocateClaim: clear allocation, reservedFor and status.devices, as
@@ -87,13 +87,13 @@ func claimOf(obj *unstructured.Unstructured) (*resourcev1.ResourceClaim, error) 
 	return c, nil
 }
 
-func (d *Driver) awaits(_ context.Context, obj *unstructured.Unstructured) (bool, error) {
+func (d *Driver) awaits(_ context.Context, obj *unstructured.Unstructured) (engine.Fact, error) {
 	c, err := claimOf(obj)
 	if err != nil {
-		return false, err
+		return engine.Fact{}, err
 	}
 	_, changed, wait := Status(c, d.lookup(), d.now())
-	return changed || wait > 0, nil
+	return engine.Holds(changed || wait > 0), nil
 }
 
 func (d *Driver) set(ctx context.Context, obj *unstructured.Unstructured) error {
@@ -109,21 +109,24 @@ func (d *Driver) set(ctx context.Context, obj *unstructured.Unstructured) error 
 		}
 	}
 	if wait > 0 {
-		return engine.Pending("binding conditions due in %s", wait.Round(time.Second))
+		return engine.Pending("BindingConditionsDue", fmt.Sprintf("binding conditions due in %s", wait.Round(time.Second)), wait)
 	}
 	return nil
 }
 
-func (d *Driver) failed(_ context.Context, obj *unstructured.Unstructured) (bool, error) {
+func (d *Driver) failed(_ context.Context, obj *unstructured.Unstructured) (engine.Fact, error) {
 	c, err := claimOf(obj)
 	if err != nil {
-		return false, err
+		return engine.Fact{}, err
 	}
 	if len(c.Status.ReservedFor) > 0 || c.DeletionTimestamp != nil {
-		return false, nil // in use: kube-scheduler decides for its pods
+		return engine.Holds(false), nil // in use: kube-scheduler decides for its pods
 	}
 	_, verr := Verdict(c, d.Timeout, d.now())
-	return verr != nil, nil
+	if verr != nil {
+		return engine.Fact{Holds: true, Message: verr.Error()}, nil
+	}
+	return engine.Holds(false), nil
 }
 
 func (d *Driver) deallocate(ctx context.Context, obj *unstructured.Unstructured) error {

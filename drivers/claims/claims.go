@@ -58,12 +58,12 @@ func Register(reg *engine.Registry, inf *engine.Informers, kube kubernetes.Inter
 	return d, nil
 }
 
-func (d *Driver) needsAllocation(_ context.Context, obj *unstructured.Unstructured) (bool, error) {
+func (d *Driver) needsAllocation(_ context.Context, obj *unstructured.Unstructured) (engine.Fact, error) {
 	claim, ok := engine.Typed[resourcev1.ResourceClaim](obj)
 	if !ok {
-		return false, fmt.Errorf("not a ResourceClaim: %s", obj.GetKind())
+		return engine.Fact{}, fmt.Errorf("not a ResourceClaim: %s", obj.GetKind())
 	}
-	return allocator.ClaimNeedsSimulatedAllocation(claim, d.Pods.PodsFor(claim)), nil
+	return engine.Holds(allocator.ClaimNeedsSimulatedAllocation(claim, d.Pods.PodsFor(claim))), nil
 }
 
 // allocate picks devices with the structured allocator (which records them in flight first, so
@@ -84,7 +84,7 @@ func (d *Driver) allocate(ctx context.Context, obj *unstructured.Unstructured) e
 	result, err := d.Allocator.Allocate(ctx, claim)
 	var unsat *allocator.Unsatisfiable
 	if errors.As(err, &unsat) {
-		return engine.Pending("%s", unsat.Reason)
+		return engine.Pending("Unsatisfiable", unsat.Reason, 0)
 	}
 	if err != nil {
 		return err
@@ -116,7 +116,7 @@ func (d *Driver) settleInFlight(ctx context.Context, claim *resourcev1.ResourceC
 	case err != nil:
 		return true, err
 	case live.UID == claim.UID && live.Status.Allocation != nil:
-		return true, engine.Pending("allocation written, waiting for the informer to observe it")
+		return true, engine.Pending("AllocationInFlight", "allocation written, waiting for the informer to observe it", 0)
 	}
 	d.Allocator.Release(claim.UID)
 	return false, nil

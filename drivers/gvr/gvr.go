@@ -28,9 +28,12 @@ var (
 	Namespaces = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
 
 	CustomResourceDefinitions = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+
+	// Leases in kube-node-lease: the node machine's heartbeats.
+	Leases = schema.GroupVersionResource{Group: "coordination.k8s.io", Version: "v1", Resource: "leases"}
 )
 
 // All is every resource above, for checks that a resource named elsewhere is a shared one.
 var All = []schema.GroupVersionResource{
-	SimulatedDevicePools, ResourceSlices, DeviceClasses, ResourceClaims, Nodes, Pods, Namespaces, CustomResourceDefinitions,
+	SimulatedDevicePools, ResourceSlices, DeviceClasses, ResourceClaims, Nodes, Pods, Namespaces, CustomResourceDefinitions, Leases,
 }

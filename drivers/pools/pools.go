@@ -46,9 +46,7 @@ type Driver struct {
 	pools  cache.SharedIndexInformer
 	slices cache.SharedIndexInformer
 	nodes  cache.SharedIndexInformer
-	// crds watches only the SimulatedDevicePool CRD, for its schema version.
-	crds cache.SharedIndexInformer
-	now  func() time.Time
+	now    func() time.Time
 	// expect holds, per slice name, the resourceVersion of our last write (0 for a delete)
 	// until the slice cache shows it, so a pass never plans on a cache that lags our writes.
 	expectMu sync.Mutex
@@ -58,7 +56,7 @@ type Driver struct {
 // Register adds the driver's indexes to the informers and its functions to reg.
 func Register(reg *engine.Registry, inf *engine.Informers, kube kubernetes.Interface, dyn dynamic.Interface) (*Driver, error) {
 	d := &Driver{kube: kube, dyn: dyn, inf: inf, pools: inf.For(gvr.SimulatedDevicePools), slices: inf.For(gvr.ResourceSlices),
-		nodes: inf.For(gvr.Nodes), crds: inf.ForName(gvr.CustomResourceDefinitions, gvr.SimulatedDevicePoolCRD), now: time.Now, expect: map[string]uint64{}}
+		nodes: inf.For(gvr.Nodes), now: time.Now, expect: map[string]uint64{}}
 	if err := d.slices.AddIndexers(cache.Indexers{
 		byUID: labelIndex(func(l map[string]string) string { return l[simdevice.LabelSDPUID] }),
 		byOwner: labelIndex(func(l map[string]string) string {
@@ -86,14 +84,10 @@ func Register(reg *engine.Registry, inf *engine.Informers, kube kubernetes.Inter
 	}
 	reg.Observation("poolSpecInvalid", d.specInvalid)
 	reg.Observation("poolSlicesOutOfDate", d.outOfDate)
-	reg.Action("ensureFinalizer", d.ensureFinalizer)
 	reg.Action("removeFinalizer", d.removeFinalizer)
 	reg.Action("deletePoolSlices", d.deleteSlices)
 	reg.Action("publishPoolSlices", d.publish)
 	reg.Action("recordPoolStatus", d.recordStatus)
-	reg.Action("describeInvalidSpec", d.describeInvalid)
-	reg.Observation("poolSchemaConditionStale", d.schemaStale)
-	reg.Action("recordSchemaCondition", d.recordSchema)
 	return d, nil
 }
 
@@ -139,16 +133,11 @@ func olderThan(a, b *unstructured.Unstructured) bool {
 	return a.GetName() < b.GetName()
 }
 
-func (d *Driver) specInvalid(_ context.Context, obj *unstructured.Unstructured) (bool, error) {
+// specInvalid is the poolSpecInvalid observation; its message (every problem) is what the
+// invalid state's conditions show.
+func (d *Driver) specInvalid(_ context.Context, obj *unstructured.Unstructured) (engine.Fact, error) {
 	_, probs := d.problems(obj)
-	return len(probs) > 0, nil
-}
-
-func (d *Driver) describeInvalid(ctx context.Context, obj *unstructured.Unstructured) error {
-	_, probs := d.problems(obj)
-	engine.Note(ctx, "%s", strings.Join(probs, "; "))
-	d.setSchemaCondition(obj)
-	return nil
+	return engine.Fact{Holds: len(probs) > 0, Message: strings.Join(probs, "; ")}, nil
 }
 
 // planKey is the publication plan's engine.PassValue key.
@@ -172,7 +161,7 @@ func (d *Driver) makePlan(obj *unstructured.Unstructured) (Plan, error) {
 	}
 	for _, s := range append(desired, d.owned(obj)...) {
 		if d.awaited(s.Name) {
-			return Plan{}, engine.Pending("waiting for the cache to observe slice %s", s.Name)
+			return Plan{}, engine.Pending("CacheLag", "waiting for the cache to observe slice "+s.Name, 0)
 		}
 	}
 	byName := func(name string) *resourcev1.ResourceSlice {
@@ -221,19 +210,20 @@ func (d *Driver) nodeList() []*corev1.Node {
 	return nodes
 }
 
-func (d *Driver) outOfDate(ctx context.Context, obj *unstructured.Unstructured) (bool, error) {
+func (d *Driver) outOfDate(ctx context.Context, obj *unstructured.Unstructured) (engine.Fact, error) {
 	if _, probs := d.problems(obj); len(probs) > 0 {
-		return false, nil // invalid, not out of date: the invalid events handle it
+		return engine.Holds(false), nil // invalid, not out of date: the invalid transition handles it
 	}
 	plan, err := d.plan(ctx, obj)
 	if err != nil {
-		return false, err
+		return engine.Fact{}, err
 	}
-	return !plan.Empty() || !sameNodes(obj, plan.Nodes), nil
+	return engine.Holds(!plan.Empty() || !sameNodes(obj, plan.Nodes)), nil
 }
 
 // publish writes the plan: creates and updates first, so the pool never loses devices it
-// keeps, then deletes. AlreadyExists, Conflict and the rest go to the machine's backoff table.
+// keeps, then deletes. Slice names another live incarnation of the pool still holds block
+// publication (PoolNameTaken, mapped to a state in CUE); API errors go to the backoff table.
 func (d *Driver) publish(ctx context.Context, obj *unstructured.Unstructured) error {
 	plan, err := d.plan(ctx, obj)
 	if err != nil {
@@ -273,10 +263,9 @@ func (d *Driver) publish(ctx context.Context, obj *unstructured.Unstructured) er
 		return err
 	}
 	if len(plan.Blocked) > 0 {
-		return apierrors.NewAlreadyExists(resourcev1.Resource("resourceslices"), plan.Blocked[0])
+		return engine.Blockedf("PoolNameTaken", "ResourceSlice %s is still published by another SimulatedDevicePool of the same name; waiting for it to be deleted", plan.Blocked[0])
 	}
 	setNodes(obj, plan.Nodes)
-	d.setSchemaCondition(obj)
 	return nil
 }
 
@@ -360,7 +349,6 @@ func (d *Driver) recordStatus(ctx context.Context, obj *unstructured.Unstructure
 		return err
 	}
 	setNodes(obj, plan.Nodes)
-	d.setSchemaCondition(obj)
 	return nil
 }
 
@@ -386,13 +374,6 @@ func sameNodes(obj *unstructured.Unstructured, nodes []simdevice.NodeStatus) boo
 	ja, _ := json.Marshal(a)
 	jb, _ := json.Marshal(b)
 	return string(ja) == string(jb)
-}
-
-func (d *Driver) ensureFinalizer(ctx context.Context, obj *unstructured.Unstructured) error {
-	if slices.Contains(obj.GetFinalizers(), Finalizer) {
-		return nil
-	}
-	return d.patchFinalizers(ctx, obj, append(obj.GetFinalizers(), Finalizer))
 }
 
 // removeFinalizer releases the pool only when a live list shows no slice left with its UID:

@@ -2,16 +2,18 @@ package machine
 
 import (
 	"cmp"
+	"encoding/json"
 	"fmt"
 	"io/fs"
 	"os"
 	"path"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
-	"time"
 
 	"cuelang.org/go/cue"
+	"cuelang.org/go/cue/ast"
 	"cuelang.org/go/cue/build"
 	"cuelang.org/go/cue/cuecontext"
 	cueerrors "cuelang.org/go/cue/errors"
@@ -80,9 +82,12 @@ var machineName = regexp.MustCompile(`^[a-z][a-z0-9]*(-[a-z0-9]+)*$`)
 type loader struct {
 	ctx    *cue.Context
 	schema cue.Value // #Machine
-	known  struct{ actions, observations, mappers map[string]bool }
-	seen   map[string]token.Pos // machine name → where first defined
-	errs   Errors
+	// bctx and schemaInst resolve machine files' import of the schemas package.
+	bctx       *build.Context
+	schemaInst *build.Instance
+	known      struct{ actions, observations, mappers map[string]bool }
+	seen       map[string]token.Pos // machine name → where first defined
+	errs       Errors
 }
 
 // load is Load with prefix joined to file names in messages and Machine.Source.
@@ -123,10 +128,16 @@ func set(names []string) map[string]bool {
 	return m
 }
 
+// SchemaImport is the import path machine files use for the schemas package; the loader
+// resolves it to the schemas embedded in the binary, so a --machines directory or the chart's
+// ConfigMap need no cue.mod.
+const SchemaImport = "github.com/draforge/draforge/schemas"
+
 // compileSchema builds the whole schemas package (other files may live beside machine.cue)
 // and picks #Machine out of it.
 func (l *loader) compileSchema() error {
-	inst := build.NewContext().NewInstance("schemas", nil)
+	l.bctx = build.NewContext()
+	l.schemaInst = l.bctx.NewInstance("schemas", nil)
 	names, err := fs.Glob(schemas.FS, "*.cue")
 	if err != nil {
 		return err
@@ -140,16 +151,44 @@ func (l *loader) compileSchema() error {
 		if err != nil {
 			return fmt.Errorf("schema: %s", cueerrors.Details(err, nil))
 		}
-		if err := inst.AddSyntax(f); err != nil {
+		if err := l.schemaInst.AddSyntax(f); err != nil {
 			return fmt.Errorf("schema: %s", cueerrors.Details(err, nil))
 		}
 	}
-	v := l.ctx.BuildInstance(inst)
+	v := l.ctx.BuildInstance(l.schemaInst)
 	l.schema = v.LookupPath(cue.ParsePath("#Machine"))
 	if err := l.schema.Err(); err != nil {
 		return fmt.Errorf("schema: %s", cueerrors.Details(err, nil))
 	}
 	return nil
+}
+
+// build evaluates one machine file, resolving `import "github.com/draforge/draforge/schemas"`
+// to the embedded schemas; any other import is an error at its position.
+func (l *loader) build(f *ast.File) (cue.Value, error) {
+	inst := l.bctx.NewInstance(f.Filename, func(pos token.Pos, path string) *build.Instance {
+		if path == SchemaImport {
+			return l.schemaInst
+		}
+		if !strings.Contains(strings.Split(path, "/")[0], ".") {
+			return nil // standard library: built in
+		}
+		bad := l.bctx.NewInstance(path, nil)
+		bad.Err = cueerrors.Newf(pos, "machine files may import only %q", SchemaImport)
+		return bad
+	})
+	for spec := range f.ImportSpecs() {
+		// The standard library (no domain in the path) is built in.
+		if path, _ := strconv.Unquote(spec.Path.Value); path != SchemaImport && strings.Contains(strings.Split(path, "/")[0], ".") {
+			return cue.Value{}, cueerrors.Newf(spec.Path.Pos(), "import %s: machine files may import only %q", spec.Path.Value, SchemaImport)
+		}
+	}
+	unbind(f)
+	if err := inst.AddSyntax(f); err != nil {
+		return cue.Value{}, err
+	}
+	v := l.ctx.BuildInstance(inst)
+	return v, v.Err()
 }
 
 // errorf records a problem at pos, falling back to the start of file when pos is unknown.
@@ -162,7 +201,8 @@ func (l *loader) errorf(file string, pos token.Pos, format string, args ...any) 
 	l.errs = append(l.errs, e)
 }
 
-// cueErrors records CUE errors of a file that has no machine to attribute them to.
+// cueErrors records CUE errors of a file that has no machine to attribute them to; an error
+// inside machine.<name> is still labelled with the machine and the path in it.
 func (l *loader) cueErrors(file string, err error) {
 	for _, e := range cueerrors.Errors(err) {
 		pos := token.NoPos
@@ -170,7 +210,43 @@ func (l *loader) cueErrors(file string, err error) {
 			pos = ps[0]
 		}
 		format, args := e.Msg()
-		l.errorf(file, pos, "%s", fmt.Sprintf(format, args...))
+		msg := fmt.Sprintf(format, args...)
+		if p := e.Path(); len(p) >= 2 && p[0] == "machine" {
+			prefix := "machine " + strings.Trim(p[1], `"`) + ": "
+			if len(p) > 2 {
+				prefix += strings.Join(p[2:], ".") + ": "
+			}
+			msg = prefix + msg
+		}
+		l.errorf(file, pos, "%s", msg)
+	}
+}
+
+// unbind turns the file's `machine: [string]: schemas.#Machine` into a hidden field. The loader
+// unifies every machine with #Machine itself, one by one, so each error is reported once, with
+// the machine's name and the position in the file, instead of failing the whole file at its
+// first error. The hidden field keeps the import used.
+func unbind(f *ast.File) {
+	for i, d := range f.Decls {
+		fd, ok := d.(*ast.Field)
+		if !ok {
+			continue
+		}
+		if id, ok := fd.Label.(*ast.Ident); !ok || id.Name != "machine" {
+			continue
+		}
+		st, ok := fd.Value.(*ast.StructLit)
+		if !ok || len(st.Elts) != 1 {
+			continue
+		}
+		inner, ok := st.Elts[0].(*ast.Field)
+		if !ok {
+			continue
+		}
+		if _, pattern := inner.Label.(*ast.ListLit); !pattern {
+			continue
+		}
+		f.Decls[i] = &ast.Field{Label: ast.NewIdent("_machineSchema"), Value: inner.Value}
 	}
 }
 
@@ -197,11 +273,13 @@ func (l *loader) file(files fs.FS, name, display string) (out []*Machine) {
 		l.errorf(display, f.Pos(), "machine files must be in package machines, not %q", f.PackageName())
 		return nil
 	}
-	v := l.ctx.BuildFile(f)
-	if err := v.Err(); err != nil {
+	v, err := l.build(f)
+	if err != nil && v.IncompleteKind() != cue.StructKind {
 		l.cueErrors(display, err)
 		return nil
 	}
+	// Errors inside machines (the file binds #Machine) are reported per machine below, with
+	// their paths; only a file that is not a struct at all stops here.
 	it, err := v.Fields()
 	if err != nil {
 		l.cueErrors(display, err)
@@ -231,21 +309,30 @@ func (l *loader) file(files fs.FS, name, display string) (out []*Machine) {
 	return out
 }
 
-// spec is the CUE shape of a machine where it differs from Machine (durations, state order).
+// spec is the CUE shape of a machine as JSON; decode.go turns it into a Machine.
 type spec struct {
 	Resource   schema.GroupVersionResource
 	Namespaced bool
+	Selector   *struct{ Labels map[string]string }
 	Status     StatusPolicy
 	Triggers   []Trigger
-	States     map[string]struct {
-		Conditions   []Condition
+	Related    map[string]struct {
+		Resource        schema.GroupVersionResource
+		Namespace, Name string
+	}
+	States map[string]struct {
+		Conditions   []specCondition
 		Terminal     bool
 		RequeueAfter string
+		On           []specTransition
 	}
-	Initial       string
-	Derive        []DeriveRule
-	Events        []Event
-	Transitions   []Transition
+	Initial string
+	Derive  []struct {
+		State string
+		When  specTest
+	}
+	AnyState      []specTransition
+	Outcomes      map[string]struct{ To string }
 	TerminalState string
 	Backoff       struct {
 		Base, Cap       string
@@ -256,8 +343,38 @@ type spec struct {
 	HistoryLimit int
 }
 
-// machine validates and decodes one machine. raw is the machine as written (no schema), so
-// positions found in it always point into the machine's own file.
+type specCondition struct {
+	Type, Status, Reason, Message string
+	When                          *specTest
+}
+
+type specTest struct {
+	Observe    string
+	Deleting   bool
+	Field      string
+	Label      string
+	Annotation string
+	Equals     json.RawMessage
+	In         []any
+	AtLeast    *float64
+	Condition  *ConditionTest
+	Age        *struct{ Field, Over string }
+	Exists     string
+	All, Any   *[]specTest
+	Of         string
+	Not        bool
+}
+
+type specTransition struct {
+	Event   string
+	When    *specTest
+	After   *struct{ Duration, Since, Jitter, Annotation string }
+	To      string
+	Actions []json.RawMessage
+}
+
+// machine validates and decodes one machine. raw is the machine as written, so positions
+// found in it point into the machine's own file (values from schema defaults are skipped).
 func (l *loader) machine(file, name string, raw cue.Value) *Machine {
 	start := len(l.errs)
 	if !machineName.MatchString(name) {
@@ -276,52 +393,33 @@ func (l *loader) machine(file, name string, raw cue.Value) *Machine {
 		return nil
 	}
 	var s spec
-	if err := v.Decode(&s); err != nil {
-		c.cueErrors(err)
-		return nil
+	b, err := v.MarshalJSON()
+	if err == nil {
+		err = json.Unmarshal(b, &s)
 	}
-	m := &Machine{
-		Name:          name,
-		Source:        file,
-		Resource:      s.Resource,
-		Namespaced:    s.Namespaced,
-		Status:        s.Status,
-		Triggers:      s.Triggers,
-		States:        map[string]State{},
-		Initial:       s.Initial,
-		Derive:        s.Derive,
-		Events:        s.Events,
-		Transitions:   s.Transitions,
-		TerminalState: s.TerminalState,
-		Backoff: Backoff{
-			Base:       c.duration(s.Backoff.Base, "backoff", "base"),
-			Cap:        c.duration(s.Backoff.Cap, "backoff", "cap"),
-			MaxRetries: s.Backoff.MaxRetries,
-			Retry:      s.Backoff.Retry,
-			Terminal:   s.Backoff.Terminal,
-		},
-		Workers:      s.Workers,
-		HistoryLimit: s.HistoryLimit,
-	}
-	// Decode loses field order; the states struct keeps it.
-	it, err := v.LookupPath(cue.ParsePath("states")).Fields()
 	if err != nil {
-		c.cueErrors(err)
+		c.errorf(nil, "%v", err)
 		return nil
 	}
-	for it.Next() {
-		n := it.Selector().Unquoted()
-		st := s.States[n]
-		var after time.Duration
-		if st.RequeueAfter != "" {
-			after = c.duration(st.RequeueAfter, "states", n, "requeueAfter")
-		}
-		m.StateOrder = append(m.StateOrder, n)
-		m.States[n] = State{Name: n, Conditions: st.Conditions, Terminal: st.Terminal, RequeueAfter: after}
-	}
+	m := c.decode(name, &s)
+	// Decoding a map loses field order; the CUE structs keep it.
+	m.StateOrder = fieldNames(v.LookupPath(cue.ParsePath("states")))
+	m.RelatedOrder = fieldNames(v.LookupPath(cue.ParsePath("related")))
 	c.check(m)
 	if len(l.errs) > start {
 		return nil
 	}
 	return m
+}
+
+func fieldNames(v cue.Value) []string {
+	var out []string
+	it, err := v.Fields()
+	if err != nil {
+		return nil
+	}
+	for it.Next() {
+		out = append(out, it.Selector().Unquoted())
+	}
+	return out
 }

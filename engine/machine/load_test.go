@@ -21,9 +21,9 @@ var update = flag.Bool("update", false, "rewrite testdata/*.golden")
 
 // knownNames are the driver names the built-in machines use.
 var knownNames = Names{
-	Actions: []string{"deletePoolSlices", "removeFinalizer", "ensureFinalizer", "publishPoolSlices",
-		"recordPoolStatus", "describeInvalidSpec", "recordSchemaCondition", "allocateClaim"},
-	Observations: []string{"poolSpecInvalid", "poolSlicesOutOfDate", "poolSchemaConditionStale", "claimNeedsSimulatedAllocation"},
+	Actions: []string{"deletePoolSlices", "removeFinalizer", "publishPoolSlices",
+		"recordPoolStatus", "allocateClaim"},
+	Observations: []string{"poolSpecInvalid", "poolSlicesOutOfDate", "claimNeedsSimulatedAllocation"},
 	Mappers:      []string{"podClaims", "pendingClaims"},
 }
 
@@ -101,14 +101,18 @@ func TestDefault(t *testing.T) {
 		byName[m.Name] = m
 	}
 	pool, claim := byName["pool"], byName["claim"]
-	if len(ms) != 2 || pool == nil || claim == nil {
-		t.Fatalf("want machines claim and pool, got %d", len(ms))
+	if len(ms) != 3 || pool == nil || claim == nil || byName["node"] == nil {
+		t.Fatalf("want machines claim, node and pool, got %d", len(ms))
 	}
-	if got := strings.Join(pool.StateOrder, ","); got != "pending,synced,invalid,finalizing,terminal-error" {
+	if got := strings.Join(pool.StateOrder, ","); got != "pending,synced,blocked,invalid,finalizing,terminal-error" {
 		t.Errorf("pool state order %s", got)
 	}
-	if got := strings.Join(pool.Transitions[0].From, ","); got != "pending,synced,invalid,finalizing" {
-		t.Errorf(`"*" expanded to %s`, got)
+	// anyState comes first in every non-terminal state; terminal states have no transitions.
+	if ts := pool.TransitionsOf("synced"); len(ts) != 3 || ts[0].Event != "delete" || ts[1].Event != "invalid" || ts[2].Event != "drift" {
+		t.Errorf("synced transitions = %+v", ts)
+	}
+	if len(pool.TransitionsOf("terminal-error")) != 0 {
+		t.Errorf("terminal state has transitions")
 	}
 	if pool.Source != "machines/pool.cue" || !pool.Status.Conditions || pool.Triggers[0].NamespaceLabel != "draforge.oaslananka/sdp-namespace" {
 		t.Errorf("pool decoded wrong: %+v", pool)
@@ -116,8 +120,16 @@ func TestDefault(t *testing.T) {
 	if c := pool.Derive[1].When.Condition; c == nil || c.Reason != "TerminalError" || !c.Current {
 		t.Errorf("pool derive[1] = %+v", pool.Derive[1])
 	}
-	if !pool.Events[4].When.Not || pool.Events[4].When.Observe != "poolSlicesOutOfDate" {
-		t.Errorf("pool settle event = %+v", pool.Events[4])
+	fixed := pool.States["invalid"].On[0]
+	if fixed.Event != "fixed" || !fixed.When.Not || fixed.When.Observe != "poolSpecInvalid" || fixed.Actions[0].Finalizer.Add != "draforge.oaslananka/resourceslice-cleanup" || fixed.Actions[1].Driver != "publishPoolSlices" {
+		t.Errorf("pool fixed transition = %+v", fixed)
+	}
+	if pool.Outcomes["PoolNameTaken"] != "blocked" || pool.Related["crd"].Resource.Resource != "customresourcedefinitions" {
+		t.Errorf("pool outcomes %v related %v", pool.Outcomes, pool.Related)
+	}
+	deg := pool.States["synced"].Conditions[2]
+	if deg.Type != "Degraded" || deg.When == nil || deg.When.Of != "crd" || deg.When.AtLeast == nil || *deg.When.AtLeast != 1 {
+		t.Errorf("pool Degraded condition = %+v", deg)
 	}
 	b := pool.Backoff
 	if b.Base.String() != "100ms" || b.Cap.String() != "30s" || b.MaxRetries != 8 || !b.IsTerminal(NotFound) || b.IsTerminal(Conflict) {
@@ -126,7 +138,7 @@ func TestDefault(t *testing.T) {
 	if pool.Workers != 1 || pool.HistoryLimit != 20 {
 		t.Errorf("workers %d, historyLimit %d", pool.Workers, pool.HistoryLimit)
 	}
-	if claim.States["pending"].RequeueAfter.String() != "30s" || claim.Derive[0].When.Field != "status.allocation" || claim.Status.Conditions {
+	if claim.States["pending"].RequeueAfter.String() != "30s" || claim.Derive[0].When.Field.Text != "status.allocation" || claim.Status.Conditions {
 		t.Errorf("claim decoded wrong: %+v", claim)
 	}
 	if claim.Triggers[2].Map != "driver:podClaims" || claim.Triggers[2].Resource.Resource != "pods" {
@@ -143,7 +155,7 @@ func TestDefaultNeedsKnownNames(t *testing.T) {
 
 func TestLoadDir(t *testing.T) {
 	ms, err := LoadDir("../../machines", knownNames)
-	if err != nil || len(ms) != 2 || ms[0].Source != "../../machines/claim.cue" {
+	if err != nil || len(ms) != 3 || ms[0].Source != "../../machines/claim.cue" {
 		t.Fatalf("LoadDir: %d machines, %v", len(ms), err)
 	}
 }
@@ -155,17 +167,19 @@ func TestMutations(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct{ name, old, new, want string }{
-		{"remove state", "\t\tinvalid: conditions: [", "\t\tgone: conditions: [",
-			`pool.cue:82:48: machine pool: transitions[3].from[2]: undeclared state "invalid"`},
-		{"exit from terminal state", `"recordPoolStatus"]},`,
-			`"recordPoolStatus"]}, {event: "drift", from: ["terminal-error"], to: "synced"},`,
+		{"remove state", "\t\tinvalid: {", "\t\tgone: {",
+			`machine pool: states.pending.on[0].to: undeclared state "invalid"`},
+		{"exit from terminal state", "\t\t\tterminal: true\n", "\t\t\tterminal: true\n\t\t\ton: [{event: \"retry\", to: \"pending\"}]\n",
 			`terminal state "terminal-error" cannot have outgoing transitions`},
 		{"terminal state not terminal", "\t\t\tterminal: true\n", "",
 			`terminalState: state "terminal-error" must be marked terminal: true`},
 		{"unknown action", `"recordPoolStatus"`, `"recordPoolStats"`, `unknown action "recordPoolStats"`},
 		{"overlapping classes", "\tterminalState:", "\tbackoff: retry: [\"Conflict\", \"AlreadyExists\", \"Timeout\", \"TooManyRequests\", \"ServiceUnavailable\", \"InternalError\", \"Unknown\", \"NotFound\"]\n\tterminalState:",
-			`pool.cue:86:128: machine pool: backoff.retry[7]: error class NotFound is in both retry and terminal`},
+			`machine pool: backoff.retry[7]: error class NotFound is in both retry and terminal`},
 		{"typo", "namespaced: true", "namespaced: true\n\tworkres: 2", `workres: field not allowed`},
+		{"underivable target", `{state: "blocked", when:`, `{state: "blockedx", when:`,
+			`state "blocked" is not recognised by any derive rule (nor initial)`},
+		{"unknown related", `of: "crd"`, `of: "crds"`, `unknown related object "crds"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			mutated := strings.Replace(string(src), tc.old, tc.new, 1)
@@ -180,19 +194,26 @@ func TestMutations(t *testing.T) {
 	}
 }
 
-func TestNewFSM(t *testing.T) {
+// TestFSMEvents drives looplab/fsm with the pool machine's events: every transition is
+// one event from its state, anyState events leave every non-terminal state.
+func TestFSMEvents(t *testing.T) {
 	ms, err := Default(knownNames)
 	if err != nil {
 		t.Fatal(err)
 	}
-	pool := ms[1]
-	f := pool.NewFSM("pending")
+	var pool *Machine
+	for _, m := range ms {
+		if m.Name == "pool" {
+			pool = m
+		}
+	}
+	f := fsm.NewFSM("pending", pool.FSMEvents(), nil)
 	ctx := context.Background()
 	if err := f.Event(ctx, "invalid"); err != nil || f.Current() != "invalid" {
 		t.Fatalf("invalid: %v, now %s", err, f.Current())
 	}
-	if err := f.Event(ctx, "settle"); err != nil || f.Current() != "synced" {
-		t.Fatalf("settle: %v, now %s", err, f.Current())
+	if err := f.Event(ctx, "fixed"); err != nil || f.Current() != "synced" {
+		t.Fatalf("fixed: %v, now %s", err, f.Current())
 	}
 	// drift from synced to synced: looplab reports a self-transition as NoTransitionError{nil}.
 	var nt fsm.NoTransitionError
@@ -203,8 +224,32 @@ func TestNewFSM(t *testing.T) {
 		t.Fatalf("delete: %v, now %s", err, f.Current())
 	}
 	var inv fsm.InvalidEventError
-	if err := pool.NewFSM("terminal-error").Event(ctx, "delete"); !errors.As(err, &inv) {
+	if err := fsm.NewFSM("terminal-error", pool.FSMEvents(), nil).Event(ctx, "delete"); !errors.As(err, &inv) {
 		t.Fatalf("delete from terminal-error: want InvalidEventError, got %v", err)
+	}
+}
+
+// TestStandardLibraryImport: machine files may use CUE's standard library beside the schemas.
+func TestStandardLibraryImport(t *testing.T) {
+	src := `package machines
+
+import (
+	"strings"
+	"github.com/draforge/draforge/schemas"
+)
+
+machine: [string]: schemas.#Machine
+machine: std: {
+	resource: {group: "example.io", version: "v1", resource: "things"}
+	namespaced: true
+	states: {a: {}, failed: terminal: true}
+	initial: "a"
+	terminalState: strings.ToLower("FAILED")
+}
+`
+	ms, err := Load(fstest.MapFS{"std.cue": {Data: []byte(src)}}, knownNames)
+	if err != nil || len(ms) != 1 || ms[0].TerminalState != "failed" {
+		t.Fatalf("std import: %v", err)
 	}
 }
 

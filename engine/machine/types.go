@@ -1,6 +1,6 @@
 // Package machine holds the decoded form of a CUE state machine (see schemas/machine.cue) and
 // the loader that validates it. CUE is evaluated only at load time; the engine's hot path runs
-// on these plain structs.
+// on these plain structs (paths parsed, templates compiled, durations read).
 package machine
 
 import (
@@ -45,10 +45,15 @@ type Machine struct {
 	Resource schema.GroupVersionResource
 	// Namespaced tells whether Resource is namespaced.
 	Namespaced bool
+	// Selector limits the machine to objects carrying all these labels.
+	Selector map[string]string
 	// Status says what the engine may write on the object: conditions + observedGeneration.
 	Status StatusPolicy
 	// Triggers are other resources whose changes enqueue keys of this machine.
 	Triggers []Trigger
+	// Related are other objects read by name; RelatedOrder keeps declaration order.
+	Related      map[string]Related
+	RelatedOrder []string
 	// States by name; StateOrder keeps the declaration order for rendering.
 	States     map[string]State
 	StateOrder []string
@@ -56,15 +61,29 @@ type Machine struct {
 	Initial string
 	// Derive rules are tried in order; the first match gives the object's current state.
 	Derive []DeriveRule
-	// Events are tried in order; the first that matches and is permitted from the current state fires.
-	Events      []Event
-	Transitions []Transition
+	// AnyState transitions are tried before each non-terminal state's own.
+	AnyState []Transition
+	// Outcomes maps blocked reasons to target states.
+	Outcomes map[string]string
 	// TerminalState is entered when an action fails with a terminal error class or runs out of retries.
 	TerminalState string
 	Backoff       Backoff
 	Workers       int
 	// HistoryLimit bounds the per-object transition history kept in memory.
 	HistoryLimit int
+}
+
+// TransitionsOf returns the transitions tried from state, in order: anyState, then its own.
+// Terminal states have none.
+func (m *Machine) TransitionsOf(state string) []Transition {
+	st := m.States[state]
+	if st.Terminal {
+		return nil
+	}
+	if len(m.AnyState) == 0 {
+		return st.On
+	}
+	return append(append(make([]Transition, 0, len(m.AnyState)+len(st.On)), m.AnyState...), st.On...)
 }
 
 // StatusPolicy describes what the engine writes to the object's status subresource.
@@ -76,8 +95,8 @@ type StatusPolicy struct {
 // Trigger maps events on another resource to keys of the machine's resource.
 type Trigger struct {
 	Resource schema.GroupVersionResource
-	// Map is one of: "labels" (namespace/name read from the labels below), "all" (every object
-	// of the machine's resource), or "driver:<name>" (a driver mapper function).
+	// Map is one of: "labels" (namespace/name read from the labels below), "name" (the changed
+	// object's name), "all" (every object of the machine's resource), or "driver:<name>".
 	Map            string
 	NameLabel      string
 	NamespaceLabel string
@@ -85,12 +104,23 @@ type Trigger struct {
 	Name string
 }
 
+// Related is another object found by name in an informer cache.
+type Related struct {
+	Name     string
+	Resource schema.GroupVersionResource
+	// NamespaceT and NameT are templates over the object.
+	NamespaceT *Template
+	NameT      *Template
+}
+
 // Condition is a Kubernetes-style condition a state shows.
 type Condition struct {
 	Type    string
 	Status  string // True, False or Unknown
 	Reason  string
-	Message string
+	Message *Template
+	// When, if set, shows this entry only while the test holds.
+	When *Test
 }
 
 // State is one state of the machine.
@@ -100,20 +130,38 @@ type State struct {
 	Terminal   bool
 	// RequeueAfter, when non-zero, re-checks an object resting in this state after that long.
 	RequeueAfter time.Duration
+	// On are the state's own transitions, in order.
+	On []Transition
 }
 
-// Test is a predicate over an object. Exactly one of its kinds is set.
+// Test is a predicate over an object. Exactly one kind is set.
 type Test struct {
-	// Observe names a driver observation returning a bool.
+	// Observe names a driver observation.
 	Observe string
 	// Deleting is true when the test asks for a set metadata.deletionTimestamp.
 	Deleting bool
-	// Field is a dotted path into the object; with Equals it compares, otherwise it tests presence.
-	Field  string
-	Equals any
-	// Condition matches a status condition by type and status (and reason if set), considering
-	// only conditions whose observedGeneration equals metadata.generation when Current is set.
+	// Field, Label or Annotation select a value; with none of Equals, In, AtLeast the test is presence.
+	Field      Path
+	Label      string
+	Annotation string
+	Equals     any
+	HasEquals  bool
+	In         []any
+	AtLeast    *float64
+	// Condition matches a status condition.
 	Condition *ConditionTest
+	// Age holds when now - the timestamp at AgeField > AgeOver.
+	Age      bool
+	AgeField Path
+	AgeOver  time.Duration
+	// Exists names a related object that must be in the cache.
+	Exists string
+	// All and Any combine tests.
+	All, Any []Test
+	IsAll    bool
+	IsAny    bool
+	// Of tests the named related object instead of the object.
+	Of string
 	// Not negates the test.
 	Not bool
 }
@@ -132,19 +180,87 @@ type DeriveRule struct {
 	When  Test
 }
 
-// Event is a named trigger of transitions.
-type Event struct {
-	Name string
-	When Test
-}
-
-// Transition moves from any of From (or any state when From is ["*"]) to To on Event,
-// running Actions in order.
+// Transition leaves a state on Event when When holds and After is due.
 type Transition struct {
 	Event   string
-	From    []string
+	When    *Test
+	After   *Timer
 	To      string
-	Actions []string
+	Actions []Action
+}
+
+// ActionNames lists the transition's actions for history and graphs.
+func (t Transition) ActionNames() []string {
+	out := make([]string, len(t.Actions))
+	for i, a := range t.Actions {
+		out[i] = a.String()
+	}
+	return out
+}
+
+// Timer is due when now >= Since + Duration (or the Annotation's duration) + jitter.
+type Timer struct {
+	Duration   time.Duration
+	Since      Path
+	Jitter     time.Duration
+	Annotation string
+}
+
+// Action is a driver action (Driver) or exactly one generic action.
+type Action struct {
+	Driver    string
+	Patch     *PatchAction
+	Apply     *ApplyAction
+	Finalizer *FinalizerAction
+	Delete    bool
+	Event     *EventAction
+}
+
+func (a Action) String() string {
+	switch {
+	case a.Driver != "":
+		return a.Driver
+	case a.Patch != nil && a.Patch.Status != nil && a.Patch.Metadata != nil:
+		return "patch status+metadata"
+	case a.Patch != nil && a.Patch.Status != nil:
+		return "patch status"
+	case a.Patch != nil:
+		return "patch metadata"
+	case a.Apply != nil:
+		return "apply " + a.Apply.Resource.Resource
+	case a.Finalizer != nil && a.Finalizer.Add != "":
+		return "finalizer add"
+	case a.Finalizer != nil:
+		return "finalizer remove"
+	case a.Delete:
+		return "delete"
+	case a.Event != nil:
+		return "event " + a.Event.Reason
+	}
+	return "?"
+}
+
+// PatchAction merge-patches status and/or metadata from templates.
+type PatchAction struct {
+	Status   *Template
+	Metadata *Template
+}
+
+// ApplyAction server-side applies another object from a template.
+type ApplyAction struct {
+	Resource  schema.GroupVersionResource
+	Namespace *Template
+	Name      *Template
+	Object    *Template
+}
+
+// FinalizerAction adds or removes one finalizer.
+type FinalizerAction struct{ Add, Remove string }
+
+// EventAction emits an Event.
+type EventAction struct {
+	Type, Reason string
+	Message      *Template
 }
 
 // Backoff is the retry table for errors returned by actions and status writes.
@@ -164,4 +280,23 @@ func (b Backoff) IsTerminal(c ErrorClass) bool {
 		}
 	}
 	return false
+}
+
+// IsRetry reports whether the class is in the retry list.
+func (b Backoff) IsRetry(c ErrorClass) bool {
+	for _, t := range b.Retry {
+		if t == c {
+			return true
+		}
+	}
+	return false
+}
+
+// TransitionCount counts the transitions as written (anyState once, plus every state's own).
+func (m *Machine) TransitionCount() int {
+	n := len(m.AnyState)
+	for _, st := range m.States {
+		n += len(st.On)
+	}
+	return n
 }

@@ -2,10 +2,10 @@ package machine
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"cuelang.org/go/cue"
 	cueerrors "cuelang.org/go/cue/errors"
@@ -18,6 +18,7 @@ type checker struct {
 	file   string
 	prefix string
 	raw    cue.Value // the machine as written, for positions
+	refs   []ref     // uses of related names, checked after decoding
 }
 
 // path turns selectors (string labels, int indices) into a CUE path.
@@ -38,7 +39,7 @@ func cuePath(sels []any) cue.Path {
 // when the value came from a schema default.
 func (c *checker) at(sels []any) token.Pos {
 	for n := len(sels); n > 0; n-- {
-		if v := c.raw.LookupPath(cuePath(sels[:n])); v.Exists() && v.Pos().IsValid() {
+		if v := c.raw.LookupPath(cuePath(sels[:n])); v.Exists() && v.Pos().IsValid() && v.Pos().Filename() == c.file {
 			return v.Pos()
 		}
 	}
@@ -152,23 +153,6 @@ func (c *checker) cueErrors(err error) {
 	}
 }
 
-func (c *checker) duration(s string, sels ...any) time.Duration {
-	d, err := time.ParseDuration(s)
-	switch {
-	case err != nil:
-		c.errorf(sels, "invalid duration %q: %v", s, err)
-	case d <= 0:
-		c.errorf(sels, "duration %q must be positive", s)
-	}
-	return d
-}
-
-func (c *checker) test(t Test, sels ...any) {
-	if t.Observe != "" && !c.l.known.observations[t.Observe] {
-		c.errorf(append(sels, "observe"), "unknown observation %q", t.Observe)
-	}
-}
-
 // declared reports whether state n exists, recording an error at sels if not.
 func (c *checker) declared(m *Machine, n string, sels ...any) bool {
 	if _, ok := m.States[n]; !ok {
@@ -178,11 +162,16 @@ func (c *checker) declared(m *Machine, n string, sels ...any) bool {
 	return true
 }
 
-// check validates m and expands from: ["*"] in place.
+// check validates the decoded machine m.
 func (c *checker) check(m *Machine) {
 	for i, t := range m.Triggers {
 		if name, ok := strings.CutPrefix(t.Map, "driver:"); ok && !c.l.known.mappers[name] {
 			c.errorf([]any{"triggers", i, "map"}, "unknown mapper %q", name)
+		}
+	}
+	for _, r := range c.refs {
+		if _, ok := m.Related[r.name]; !ok {
+			c.errorf(r.sels, "unknown related object %q", r.name)
 		}
 	}
 	c.declared(m, m.Initial, "initial")
@@ -191,65 +180,111 @@ func (c *checker) check(m *Machine) {
 	}
 	for i, d := range m.Derive {
 		c.declared(m, d.State, "derive", i, "state")
-		c.test(d.When, "derive", i, "when")
 	}
-	events := map[string]int{}
-	for i, e := range m.Events {
-		if j, dup := events[e.Name]; dup {
-			c.errorf([]any{"events", i, "name"}, "duplicate event %q (first at events[%d])", e.Name, j)
+	for _, reason := range slices.Sorted(maps.Keys(m.Outcomes)) {
+		to := m.Outcomes[reason]
+		if c.declared(m, to, "outcomes", reason, "to") {
+			c.derivable(m, to, "outcomes", reason, "to")
+		}
+	}
+	c.transitionList(m, m.AnyState, nil, "anyState")
+	for _, n := range m.StateOrder {
+		st := m.States[n]
+		if st.Terminal && st.RequeueAfter > 0 {
+			c.errorf([]any{"states", n, "requeueAfter"}, "terminal state %q cannot have timers", n)
+		}
+		if st.Terminal && len(st.On) > 0 {
+			for i, t := range st.On {
+				if t.After != nil {
+					c.errorf([]any{"states", n, "on", i, "after"}, "terminal state %q cannot have timers", n)
+				}
+			}
+			c.errorf([]any{"states", n, "on"}, "terminal state %q cannot have outgoing transitions", n)
 			continue
 		}
-		events[e.Name] = i
-		c.test(e.When, "events", i, "when")
+		c.transitionList(m, st.On, m.AnyState, "states", n, "on")
 	}
-	c.transitions(m, events)
+	c.conditionsWritten(m)
 	c.reachable(m)
 	c.backoff(m.Backoff)
 }
 
-func (c *checker) transitions(m *Machine, events map[string]int) {
-	var open []string // non-terminal states, what "*" means
-	for _, n := range m.StateOrder {
-		if !m.States[n].Terminal {
-			open = append(open, n)
-		}
+// transitionList checks one list of transitions: unique events (also against inherited,
+// the anyState list), declared and derivable targets.
+func (c *checker) transitionList(m *Machine, list, inherited []Transition, sels ...any) {
+	seen := map[string]bool{}
+	for _, t := range inherited {
+		seen[t.Event] = true
 	}
-	type edge struct{ event, from string }
-	edges := map[edge]int{}
-	for i := range m.Transitions {
-		t := &m.Transitions[i]
-		if _, ok := events[t.Event]; !ok {
-			c.errorf([]any{"transitions", i, "event"}, "undeclared event %q", t.Event)
+	for i, t := range list {
+		at := append(slices.Clone(sels), i)
+		// looplab/fsm keeps one target per (event, state); a second one would silently win.
+		if seen[t.Event] {
+			c.errorf(append(at, "event"), "event %q is already handled from this state", t.Event)
 		}
-		star := len(t.From) == 1 && t.From[0] == "*"
-		if star {
-			t.From = slices.Clone(open)
-		}
-		for j, f := range t.From {
-			sels := []any{"transitions", i, "from", j}
-			if star {
-				sels = sels[:3]
-			} else if c.declared(m, f, sels...) && m.States[f].Terminal {
-				c.errorf(sels, "terminal state %q cannot have outgoing transitions", f)
-			}
-			// looplab/fsm keeps one target per (event, state); a second one would silently win.
-			if k, dup := edges[edge{t.Event, f}]; dup {
-				c.errorf(sels, "event %q from state %q is already handled by transitions[%d]", t.Event, f, k)
-			} else {
-				edges[edge{t.Event, f}] = i
-			}
-		}
-		c.declared(m, t.To, "transitions", i, "to")
-		for j, a := range t.Actions {
-			if !c.l.known.actions[a] {
-				c.errorf([]any{"transitions", i, "actions", j}, "unknown action %q", a)
-			}
+		seen[t.Event] = true
+		if c.declared(m, t.To, append(at, "to")...) {
+			c.derivable(m, t.To, append(at, "to")...)
 		}
 	}
 }
 
+// derivable reports a target state the next pass could not derive back: the object would show
+// it for one status write and lose it on the next pass.
+func (c *checker) derivable(m *Machine, state string, sels ...any) {
+	if state == m.Initial {
+		return
+	}
+	for _, d := range m.Derive {
+		if d.State == state {
+			return
+		}
+	}
+	c.errorf(sels, "state %q is not recognised by any derive rule (nor initial): it would be lost on the next pass", state)
+}
+
+// conditionsWritten rejects patch actions writing status conditions no state declares when
+// the engine owns the object's conditions: the next pass would not know them.
+func (c *checker) conditionsWritten(m *Machine) {
+	if !m.Status.Conditions {
+		return
+	}
+	declared := map[string]bool{}
+	for _, st := range m.States {
+		for _, cd := range st.Conditions {
+			declared[cd.Type] = true
+		}
+	}
+	check := func(list []Transition, sels ...any) {
+		for i, t := range list {
+			for j, a := range t.Actions {
+				if a.Patch == nil || a.Patch.Status == nil {
+					continue
+				}
+				conds, _ := a.Patch.Status.fields["conditions"]
+				if conds == nil {
+					continue
+				}
+				for k, e := range conds.list {
+					if e.isMap && e.fields["type"] != nil {
+						if typ, ok := e.fields["type"].literal.(string); ok && !declared[typ] {
+							c.errorf(append(slices.Clone(sels), i, "actions", j, "patch", "status", "conditions", k, "type"),
+								"condition %q is written by an action but declared by no state", typ)
+						}
+					}
+				}
+			}
+		}
+	}
+	check(m.AnyState, "anyState")
+	for _, n := range m.StateOrder {
+		check(m.States[n].On, "states", n, "on")
+	}
+}
+
 // reachable flags states an object can never be in: states are entered from initial, from
-// terminalState (on terminal errors), from derive targets, and along transitions from those.
+// terminalState (on terminal errors), from derive targets, and along transitions and blocked
+// outcomes from those.
 func (c *checker) reachable(m *Machine) {
 	seen := map[string]bool{}
 	queue := []string{m.Initial, m.TerminalState}
@@ -263,9 +298,12 @@ func (c *checker) reachable(m *Machine) {
 			continue
 		}
 		seen[s] = true
-		for _, t := range m.Transitions {
-			if slices.Contains(t.From, s) {
-				queue = append(queue, t.To)
+		for _, t := range m.TransitionsOf(s) {
+			queue = append(queue, t.To)
+		}
+		if !m.States[s].Terminal {
+			for _, to := range m.Outcomes {
+				queue = append(queue, to)
 			}
 		}
 	}

@@ -81,8 +81,12 @@ func ModuleRoot() (string, error) {
 	}
 }
 
-// Start builds the controller, starts etcd, kube-apiserver and kube-scheduler (the scheduler
-// is stopped again right away: it only runs while it is measured) and installs the CRDs.
+// Start builds the controller, starts etcd, kube-apiserver, kube-scheduler and
+// kube-controller-manager and installs the CRDs. The scheduler and the controller manager are
+// stopped again right away and run only in the phases that need them (allocation by
+// kube-scheduler; simulated node heartbeats): the controller manager's node lifecycle
+// controller would otherwise mark the other phases' plain, heartbeat-less nodes Unknown and
+// taint them mid-measurement.
 func Start(ctx context.Context, dir string, log io.Writer) (*Env, error) {
 	root, err := ModuleRoot()
 	if err != nil {
@@ -98,15 +102,17 @@ func Start(ctx context.Context, dir string, log io.Writer) (*Env, error) {
 	fmt.Fprintln(log, "bench: starting the local control plane")
 	qps := []string{"--kube-api-qps=" + strconv.Itoa(QPS), "--kube-api-burst=" + strconv.Itoa(Burst)}
 	c, err := cluster.Start(ctx, cluster.Options{Dir: filepath.Join(dir, "cluster"), Log: log,
-		Extra: []cluster.Component{cluster.Scheduler},
+		Extra: cluster.Workloads,
 		Args:  map[cluster.Component][]string{cluster.Scheduler: qps}})
 	if err != nil {
 		return nil, err
 	}
 	e.Cluster = c
-	if err := c.StopComponent(cluster.Scheduler); err != nil {
-		c.Stop()
-		return nil, err
+	for _, x := range cluster.Workloads {
+		if err := c.StopComponent(x); err != nil {
+			c.Stop()
+			return nil, err
+		}
 	}
 	cfg, err := clientcmd.BuildConfigFromFlags("", c.Kubeconfig)
 	if err != nil {
@@ -222,8 +228,8 @@ func (e *Env) CreateNodes(ctx context.Context, from, to int, labels map[string]s
 	})
 }
 
-// Namespace creates a namespace and its default ServiceAccount (no kube-controller-manager
-// runs, and pods need the ServiceAccount to be admitted).
+// Namespace creates a namespace and its default ServiceAccount (kube-controller-manager does
+// not run in most phases, and pods need the ServiceAccount to be admitted).
 func (e *Env) Namespace(ctx context.Context, name string) error {
 	_, err := e.Setup.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
 	if err != nil && !apierrors.IsAlreadyExists(err) {

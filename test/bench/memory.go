@@ -126,6 +126,8 @@ var memoryGVRs = map[schema.GroupVersionResource]string{
 	gvr.Pods:                                "PodList",
 	{Version: "v1", Resource: "namespaces"}: "NamespaceList",
 	gvr.CustomResourceDefinitions:           "CustomResourceDefinitionList",
+	// The node machine's related Leases.
+	gvr.Leases: "LeaseList",
 }
 
 // MeasureMemory returns the heap bytes per object that the controller's caches hold for n

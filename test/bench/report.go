@@ -57,7 +57,9 @@ type Config struct {
 	ChurnRate                            float64
 	ChurnDuration                        time.Duration
 	MemoryObjects                        int
-	// Only, when non-empty, selects phases: publish, alloc, churn, cost, memory.
+	SimNodes                             int
+	NodeWindow                           time.Duration
+	// Only, when non-empty, selects phases: publish, alloc, churn, cost, memory, nodes.
 	Only map[string]bool
 }
 
@@ -70,6 +72,7 @@ func DefaultConfig() Config {
 		SteadyWindow: 60 * time.Second,
 		ChurnRate:    20, ChurnDuration: 20 * time.Second,
 		MemoryObjects: 2000,
+		SimNodes:      100, NodeWindow: 60 * time.Second,
 	}
 }
 
@@ -94,7 +97,7 @@ func Run(ctx context.Context, cfg Config, log io.Writer) ([]Row, error) {
 				Value: fmt.Sprintf("%.2f KiB", b/1024), Target: "<= 6 KiB", OK: b <= 6*1024})
 		}
 	}
-	if !cfg.run("publish") && !cfg.run("alloc") && !cfg.run("churn") && !cfg.run("cost") {
+	if !cfg.run("publish") && !cfg.run("alloc") && !cfg.run("churn") && !cfg.run("cost") && !cfg.run("nodes") {
 		return rows, nil
 	}
 
@@ -113,9 +116,11 @@ func Run(ctx context.Context, cfg Config, log io.Writer) ([]Row, error) {
 	// publication, which sees PubNodes.
 	allocSel := map[string]string{"bench.draforge/alloc": "true"}
 	pubSel := map[string]string{"bench.draforge/pub": "true"}
-	fmt.Fprintf(log, "bench: creating %d nodes\n", cfg.AllocNodes)
-	if err := e.CreateNodes(ctx, 0, cfg.AllocNodes, map[string]string{"bench.draforge/alloc": "true", "bench.draforge/pub": "true"}); err != nil {
-		return rows, err
+	if cfg.run("publish") || cfg.run("alloc") || cfg.run("churn") || cfg.run("cost") {
+		fmt.Fprintf(log, "bench: creating %d nodes\n", cfg.AllocNodes)
+		if err := e.CreateNodes(ctx, 0, cfg.AllocNodes, map[string]string{"bench.draforge/alloc": "true", "bench.draforge/pub": "true"}); err != nil {
+			return rows, err
+		}
 	}
 	allocReady := false
 	if cfg.run("alloc") || cfg.run("churn") || cfg.run("cost") {
@@ -182,6 +187,21 @@ func Run(ctx context.Context, cfg Config, log io.Writer) ([]Row, error) {
 			rows = append(rows, Row{Metric: fmt.Sprintf("slice publication: controller vs raw client-go loop (%d nodes x %d devices, %d slices)", r.Nodes, r.Devices, r.Slices),
 				Value: sec(r.Controller), Baseline: sec(r.Raw), Ratio: ratio(r.Controller.Seconds(), r.Raw.Seconds()), Target: "<= 1.2",
 				OK: r.Controller.Seconds()/r.Raw.Seconds() <= 1.2})
+		}
+	}
+	if cfg.run("nodes") {
+		if r, err := e.NodeHeartbeats(ctx, cfg.SimNodes, cfg.NodeWindow); err != nil {
+			fail("simulated node heartbeats", err)
+		} else {
+			label := fmt.Sprintf("(%d simulated nodes, %s, kube-controller-manager running)", r.Nodes, r.Window.Round(time.Second))
+			w := r.PerNodeMinute(r.Requests.Writes())
+			rows = append(rows,
+				Row{Metric: "node heartbeats: writes per node per minute " + label, Value: fmt.Sprintf("%.2f", w),
+					Baseline: fmt.Sprintf("kubelet %.1f", KubeletWritesPerMinute), Ratio: ratio(w, KubeletWritesPerMinute), Target: "<= 1.1, all Ready",
+					OK: w/KubeletWritesPerMinute <= 1.1 && w > 0 && r.NotReady == 0},
+				Row{Metric: "node heartbeats: requests per node per minute " + label, Value: fmt.Sprintf("%.2f (%s)", r.PerNodeMinute(r.Requests.Total()), r.Requests),
+					Baseline: fmt.Sprintf("kubelet %.1f", KubeletRequestsPerMinute), Ratio: ratio(r.PerNodeMinute(r.Requests.Total()), KubeletRequestsPerMinute), Target: "report", OK: true},
+			)
 		}
 	}
 	return rows, nil

@@ -40,6 +40,47 @@ type Options struct {
 	// Args are extra command-line arguments per component (benchmarks raise the scheduler's
 	// client QPS, for example).
 	Args map[Component][]string
+	// NodeLifecycle tunes kube-controller-manager's node lifecycle controller; zero fields keep
+	// the upstream defaults (monitor period 5s, grace period 50s, startup grace period 60s).
+	NodeLifecycle NodeLifecycle
+}
+
+// NodeLifecycle holds the node lifecycle controller's timing flags. A Node whose Ready
+// heartbeat and Lease are both older than GracePeriod is marked Ready=Unknown (tainted
+// unreachable) at the next check, which runs every MonitorPeriod.
+type NodeLifecycle struct {
+	MonitorPeriod, GracePeriod, StartupGracePeriod time.Duration
+}
+
+func (n NodeLifecycle) args() []string {
+	var out []string
+	for _, f := range []struct {
+		flag string
+		d    time.Duration
+	}{{"--node-monitor-period", n.MonitorPeriod}, {"--node-monitor-grace-period", n.GracePeriod}, {"--node-startup-grace-period", n.StartupGracePeriod}} {
+		if f.d > 0 {
+			out = append(out, f.flag+"="+f.d.String())
+		}
+	}
+	return out
+}
+
+// Workloads are the components beyond etcd and kube-apiserver that pods, Jobs and Deployments
+// need: the scheduler and the controller manager.
+var Workloads = []Component{ControllerManager, Scheduler}
+
+// Controllers are the kube-controller-manager controllers the local control plane runs (names
+// from k8s.io/kubernetes cmd/kube-controller-manager/names): what DRA workloads need (service
+// accounts and their tokens, namespace deletion, garbage collection, ResourceClaims from
+// templates, device taint eviction, Jobs, ReplicaSets, Deployments), the node lifecycle
+// controller that marks nodes without heartbeats Unknown and taints them, the taint eviction
+// controller that evicts pods from such nodes, and the pod garbage collector. Left out: IPAM
+// (no pod network), volumes, certificates, endpoints and the rest nothing here uses.
+var Controllers = []string{
+	"serviceaccount-controller", "serviceaccount-token-controller", "namespace-controller",
+	"garbage-collector-controller", "resourceclaim-controller", "device-taint-eviction-controller",
+	"job-controller", "replicaset-controller", "deployment-controller",
+	"node-lifecycle-controller", "taint-eviction-controller", "pod-garbage-collector-controller",
 }
 
 // Cluster is a running local control plane.
@@ -138,8 +179,11 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 			c.Procs = append(c.Procs, &Proc{Name: x, Bin: bins[x], Args: append(common,
 				"--service-account-private-key-file="+certs.SAKey, "--root-ca-file="+certs.CACert,
 				"--use-service-account-credentials=false",
-				// No kubelets run here: keep simulated nodes from being tainted unreachable.
-				"--controllers=*,-node-lifecycle-controller,-node-ipam-controller")})
+				"--controllers="+strings.Join(Controllers, ","),
+				// The default 20 QPS would let the node lifecycle controller mark 100 silent
+				// nodes Unknown (status, NoSchedule and NoExecute taint writes) ~15s late.
+				"--kube-api-qps=200", "--kube-api-burst=400")})
+			c.Procs[len(c.Procs)-1].Args = append(c.Procs[len(c.Procs)-1].Args, o.NodeLifecycle.args()...)
 		case Scheduler:
 			c.Procs = append(c.Procs, &Proc{Name: x, Bin: bins[x], Args: common})
 		}

@@ -5,14 +5,17 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/draforge/draforge/drivers/gvr"
@@ -54,7 +57,7 @@ func mustCLI(t *testing.T, args ...string) string {
 // installCRD applies the SDP CRD and the simulated nodes (see env.installCRDs).
 func installCRD(t *testing.T, e *env) { e.Setup(t) }
 
-// createNodes returns node-a/b/c (cluster-scoped, from examples/nodes.yaml, shared by tests).
+// createNodes returns node-a/b/c (cluster-scoped, from examples/simulated-nodes.yaml, shared by tests).
 func createNodes(t *testing.T, e *env) []*corev1.Node {
 	t.Helper()
 	e.Setup(t)
@@ -109,7 +112,15 @@ func TestCLIScenarioDiscoverClaimsGraph(t *testing.T) {
 	installCRD(t, e)
 	nodes := createNodes(t, e)
 	const ns = "draforge-basic-gpu"
-	t.Cleanup(func() { _ = e.Kube.CoreV1().Namespaces().Delete(t.Context(), ns, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = e.Kube.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{})
+		// TestScenarios applies the same scenario: a namespace still terminating would vanish
+		// under it.
+		eventually(t, 60*time.Second, func() (bool, string) {
+			_, err := e.Kube.CoreV1().Namespaces().Get(context.Background(), ns, metav1.GetOptions{})
+			return apierrors.IsNotFound(err), fmt.Sprintf("namespace %s: %v", ns, err)
+		})
+	})
 	t.Cleanup(func() {
 		_ = e.Kube.ResourceV1().DeviceClasses().Delete(t.Context(), "draforge-basic-gpu", metav1.DeleteOptions{})
 	})
@@ -308,19 +319,19 @@ func TestCLIScenarioVet(t *testing.T) {
 
 func TestCLIMachines(t *testing.T) {
 	out := mustCLI(t, "machines", "vet")
-	if !strings.Contains(out, "machine pool ok") || !strings.Contains(out, "machine claim ok") {
+	if !strings.Contains(out, "machine pool ok") || !strings.Contains(out, "machine claim ok") || !strings.Contains(out, "machine node ok") {
 		t.Errorf("machines vet:\n%s", out)
 	}
-	if g := mustCLI(t, "machines", "graph"); strings.Count(g, "stateDiagram-v2") != 2 {
+	if g := mustCLI(t, "machines", "graph"); strings.Count(g, "stateDiagram-v2") != 3 {
 		t.Errorf("machines graph:\n%s", g)
 	}
 	dir := t.TempDir()
-	bad := "package machines\n\nmachine: x: {\n\tresource: {group: \"a\", version: \"v1\", resource: \"b\"}\n\tnamespaced: true\n\tstates: {a: {}, failed: terminal: true}\n\tinitial: \"a\"\n\tterminalState: \"failed\"\n\tevents: [{name: \"e\", when: observe: \"noSuchObservation\"}]\n\ttransitions: [{event: \"e\", from: [\"a\"], to: \"a\"}]\n}\n"
+	bad := "package machines\n\nmachine: x: {\n\tresource: {group: \"a\", version: \"v1\", resource: \"b\"}\n\tnamespaced: true\n\tstates: {a: {}, failed: terminal: true}\n\tinitial: \"a\"\n\tterminalState: \"failed\"\n\tanyState: [{event: \"e\", to: \"a\",\n\t\twhen: observe: \"noSuchObservation\"}]\n}\n"
 	if err := os.WriteFile(filepath.Join(dir, "x.cue"), []byte(bad), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	r := runCLI(t, "machines", "vet", dir)
-	if r.code != 1 || !strings.Contains(r.stderr, filepath.Join(dir, "x.cue")+":9:") || !strings.Contains(r.stderr, "noSuchObservation") {
+	if r.code != 1 || !strings.Contains(r.stderr, filepath.Join(dir, "x.cue")+":10:") || !strings.Contains(r.stderr, "noSuchObservation") {
 		t.Errorf("machines vet bad dir: exit %d\n%s", r.code, r.stderr)
 	}
 }

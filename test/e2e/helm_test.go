@@ -169,7 +169,22 @@ func TestHelmInstallAndRBAC(t *testing.T) {
 		checkAccess(t, sa, other, map[string]bool{
 			"create coordination.k8s.io/leases":                     false,
 			"update coordination.k8s.io/leases#draforge-controller": false,
-			"get coordination.k8s.io/leases#draforge-controller":    false,
+			"patch coordination.k8s.io/leases":                      false,
+			// The node machine reads node Leases through a cluster-wide informer (the engine
+			// watches a related resource in every namespace), so reading is not limited.
+			"get coordination.k8s.io/leases#draforge-controller": true,
+		})
+		// The node machine: simulated nodes' conditions and their Leases in kube-node-lease.
+		checkAccess(t, sa, "", map[string]bool{
+			"patch /nodes/status":  true,
+			"update /nodes/status": false,
+			"patch /nodes":         false,
+		})
+		checkAccess(t, sa, "kube-node-lease", map[string]bool{
+			"create coordination.k8s.io/leases":        true,
+			"patch coordination.k8s.io/leases#node-a":  true,
+			"update coordination.k8s.io/leases#node-a": false,
+			"delete coordination.k8s.io/leases#node-a": false,
 		})
 
 		// Real requests with the token.

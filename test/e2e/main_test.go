@@ -33,10 +33,10 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		return 1
 	}
-	// kube-controller-manager runs the namespace and garbage collectors, so deleted test
-	// namespaces really go away as they would on a real cluster.
-	c, err := cluster.Start(context.Background(), cluster.Options{Dir: dir, Log: os.Stderr,
-		Extra: []cluster.Component{cluster.ControllerManager}})
+	// kube-controller-manager (cluster.Controllers: namespace and garbage collectors, service
+	// account tokens, node lifecycle at its upstream timing, ...) and kube-scheduler run as on
+	// a real cluster. The claim machine leaves claims of unscheduled pods to the scheduler.
+	c, err := cluster.Start(context.Background(), cluster.Options{Dir: dir, Log: os.Stderr, Extra: cluster.Workloads})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: start local control plane:", err)
 		return 1

@@ -104,8 +104,9 @@ func TestPoolLifecycle(t *testing.T) {
 	}
 }
 
-// TestRestartMakesNoWrites: a controller restarted over converged pools and claims makes zero
-// write requests (client-side attribution through rest_client_requests_total).
+// TestRestartMakesNoWrites: a controller restarted over converged pools and claims makes no
+// write requests (client-side attribution through rest_client_requests_total) besides the node
+// machine's heartbeats of the simulated nodes that fall due meanwhile (counted from watches).
 func TestRestartMakesNoWrites(t *testing.T) {
 	e := newEnv(t)
 	e.Setup(t)
@@ -137,6 +138,7 @@ func TestRestartMakesNoWrites(t *testing.T) {
 	first.Signal(9)
 	<-first.Exited
 
+	heartbeats := e.CountHeartbeats(t)
 	second := startController(t)
 	// Readiness implies synced caches; give the machines time to sweep every object.
 	eventually(t, 30*time.Second, func() (bool, string) {
@@ -144,8 +146,9 @@ func TestRestartMakesNoWrites(t *testing.T) {
 		return n >= 3, fmt.Sprintf("%v sync attempts", n)
 	})
 	time.Sleep(2 * time.Second)
-	if w := second.Writes(t); w != 0 {
-		t.Errorf("restart with nothing changed made %v writes", w)
+	w := second.Writes(t)
+	if hb := heartbeats(); w > float64(hb) {
+		t.Errorf("restart with nothing changed made %v writes, of which %d node heartbeats", w, hb)
 	}
 	e.DeleteDocs(t, docs) // while a controller runs to release the finalizer
 }

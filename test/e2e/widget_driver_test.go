@@ -83,9 +83,9 @@ func (d *widgetDriver) faults(uid types.UID) int {
 }
 
 func (d *widgetDriver) register(reg *engine.Registry) {
-	reg.Observation("widgetNeedsConfigMap", func(_ context.Context, w *unstructured.Unstructured) (bool, error) {
+	reg.Observation("widgetNeedsConfigMap", func(_ context.Context, w *unstructured.Unstructured) (engine.Fact, error) {
 		cm, ok := d.cachedConfigMap(w)
-		return !ok || cm.Data["payload"] != payloadOf(w), nil
+		return engine.Holds(!ok || cm.Data["payload"] != payloadOf(w)), nil
 	})
 	reg.Action("injectFault", func(_ context.Context, w *unstructured.Unstructured) error {
 		mode, _, _ := unstructured.NestedString(w.Object, "spec", "mode")

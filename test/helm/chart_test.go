@@ -424,6 +424,8 @@ func TestRBACLeastPrivilege(t *testing.T) {
 			"resource.k8s.io|resourceclaims/binding":          {"update"},
 			"resource.k8s.io|deviceclasses":                   rw,
 			"|nodes":                                          rw,
+			"|nodes/status":                                   {"patch"},
+			"coordination.k8s.io|leases":                      rw,
 			"|pods":                                           rw,
 			"|events":                                         {"create", "patch"},
 			"|namespaces":                                     {"list"},
@@ -432,6 +434,10 @@ func TestRBACLeastPrivilege(t *testing.T) {
 		{"Role", controllerName + "-leader-election", map[string][]string{
 			"coordination.k8s.io|leases":                     {"create"},
 			"coordination.k8s.io|leases#draforge-controller": {"get", "update"},
+		}},
+		// The node machine writes node Leases only in kube-node-lease.
+		{"Role", controllerName + "-node-lease", map[string][]string{
+			"coordination.k8s.io|leases": {"create", "patch"},
 		}},
 		{"ClusterRole", serverName, map[string][]string{
 			"draforge.oaslananka|simulateddevicepools": rw,
@@ -452,8 +458,12 @@ func TestRBACLeastPrivilege(t *testing.T) {
 			got = rulesOf(t, into[rbacv1.ClusterRole](t, r.get(t, c.kind, c.name)).Rules)
 		case "Role":
 			role := into[rbacv1.Role](t, r.get(t, c.kind, c.name))
-			if role.Namespace != namespace {
-				t.Errorf("leader-election Role in %q, want the release namespace", role.Namespace)
+			want := namespace
+			if strings.HasSuffix(c.name, "-node-lease") {
+				want = "kube-node-lease"
+			}
+			if role.Namespace != want {
+				t.Errorf("Role %s in %q, want %q", c.name, role.Namespace, want)
 			}
 			got = rulesOf(t, role.Rules)
 		}
@@ -461,8 +471,8 @@ func TestRBACLeastPrivilege(t *testing.T) {
 			t.Errorf("%s %s rules:\n got %v\nwant %v", c.kind, c.name, got, want)
 		}
 	}
-	if n := len(r.all("ClusterRole")) + len(r.all("Role")); n != 3 {
-		t.Errorf("want exactly 3 roles, got %d", n)
+	if n := len(r.all("ClusterRole")) + len(r.all("Role")); n != 4 {
+		t.Errorf("want exactly 4 roles, got %d", n)
 	}
 	for _, b := range r.all("ClusterRoleBinding") {
 		crb := into[rbacv1.ClusterRoleBinding](t, b)

@@ -2,6 +2,7 @@
 //
 //	localcluster build [--with kube-scheduler,...]   build and cache the binaries
 //	localcluster up    [--dir DIR] [--with ...]      start, print the kubeconfig path
+//	                   [--node-monitor-grace-period D ...] tune the node lifecycle controller
 //	localcluster spawn [--dir DIR] --name N -- CMD... run CMD detached; down stops it first
 //	localcluster down  [--dir DIR]                   stop and remove DIR
 package main
@@ -33,6 +34,10 @@ func run(args []string) error {
 	with := fs.String("with", "", "extra components: kube-controller-manager,kube-scheduler")
 	cache := fs.String("cache", cluster.DefaultCacheDir(), "binary cache directory")
 	name := fs.String("name", "", "spawn: name of the process")
+	var nl cluster.NodeLifecycle
+	fs.DurationVar(&nl.GracePeriod, "node-monitor-grace-period", 0, "up: kube-controller-manager's node grace period (0: upstream default 50s)")
+	fs.DurationVar(&nl.MonitorPeriod, "node-monitor-period", 0, "up: how often it checks nodes (0: upstream default 5s)")
+	fs.DurationVar(&nl.StartupGracePeriod, "node-startup-grace-period", 0, "up: grace for a new node's first heartbeat (0: upstream default 60s)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
@@ -55,7 +60,7 @@ func run(args []string) error {
 		}
 		return nil
 	case "up":
-		c, err := cluster.Start(ctx, cluster.Options{Dir: *dir, CacheDir: *cache, Extra: extra, Detach: true, Log: os.Stderr})
+		c, err := cluster.Start(ctx, cluster.Options{Dir: *dir, CacheDir: *cache, Extra: extra, Detach: true, Log: os.Stderr, NodeLifecycle: nl})
 		if err != nil {
 			return err
 		}

@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/restmapper"
 
 	"github.com/draforge/draforge/drivers/gvr"
+	"github.com/draforge/draforge/drivers/simnode"
 )
 
 // ApplyFiles creates or updates every document of the files with server-side apply (field
@@ -97,11 +98,34 @@ func (e *Env) TryApply(t *testing.T, ns string, u *unstructured.Unstructured) (*
 	return got, last
 }
 
-// Setup installs the CRDs and the simulated nodes of examples/nodes.yaml (both idempotent).
+// Setup installs the CRDs and the simulated nodes of examples/simulated-nodes.yaml, node-a/b/c
+// (both idempotent).
 func (e *Env) Setup(t *testing.T) {
 	t.Helper()
 	e.InstallCRDs(t)
-	e.ApplyFiles(t, "", filepath.Join(RepoRoot(), "examples", "nodes.yaml"))
+	e.ApplyNodes(t, filepath.Join(RepoRoot(), "examples", "simulated-nodes.yaml"))
+}
+
+// ApplyNodes creates or updates the Nodes the SimulatedNodes documents of file declare, as
+// `draforge nodes apply -f` does, and returns their names.
+func (e *Env) ApplyNodes(t *testing.T, file string) []string {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, u := range DecodeDocs(t, b) {
+		spec, err := simnode.Decode(u)
+		if err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+		if err := simnode.Apply(t.Context(), e.Dynamic, spec, nil); err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, spec.NodeNames()...)
+	}
+	return names
 }
 
 // InstallCRDs server-side applies every CRD in deploy/crds and waits until each is

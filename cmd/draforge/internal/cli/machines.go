@@ -55,7 +55,7 @@ func newMachinesVet() *cobra.Command {
 				return printLoadErrors(cmd, err)
 			}
 			for _, m := range ms {
-				fmt.Fprintf(cmd.OutOrStdout(), "%s: machine %s ok (%d states, %d transitions)\n", m.Source, m.Name, len(m.States), len(m.Transitions))
+				fmt.Fprintf(cmd.OutOrStdout(), "%s: machine %s ok (%d states, %d transitions)\n", m.Source, m.Name, len(m.States), m.TransitionCount())
 			}
 			return nil
 		},

@@ -1,12 +1,14 @@
 // Package machinegraph renders loaded state machines (engine/machine) as Mermaid
-// stateDiagram-v2: every state, the initial state, transitions labelled "event / actions",
-// terminal states marked and linked to the end state.
+// stateDiagram-v2: every state, the initial state, transitions labelled "event / actions"
+// (with their timer), blocked outcomes, terminal states marked and linked to the end state.
 package machinegraph
 
 import (
 	"fmt"
 	"io"
+	"maps"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/draforge/draforge/engine/machine"
@@ -17,7 +19,8 @@ var nonID = regexp.MustCompile(`[^A-Za-z0-9_]`)
 func id(state string) string { return nonID.ReplaceAllString(state, "_") }
 
 // Mermaid writes one machine as a Mermaid stateDiagram-v2. Output order follows the machine's
-// declaration order (states, then transitions), so it is deterministic.
+// declaration order (states, then each state's transitions: anyState first), so it is
+// deterministic.
 func Mermaid(w io.Writer, m *machine.Machine) error {
 	var b strings.Builder
 	gvr := m.Resource.Resource
@@ -29,23 +32,20 @@ func Mermaid(w io.Writer, m *machine.Machine) error {
 		fmt.Fprintf(&b, "  state %q as %s\n", name, id(name))
 	}
 	fmt.Fprintf(&b, "  [*] --> %s\n", id(m.Initial))
-	for _, t := range m.Transitions {
-		from := t.From
-		if len(from) == 1 && from[0] == "*" {
-			from = nil
-			for _, name := range m.StateOrder {
-				if !m.States[name].Terminal {
-					from = append(from, name)
-				}
+	for _, from := range m.StateOrder {
+		for _, t := range m.TransitionsOf(from) {
+			label := t.Event
+			if t.After != nil {
+				label += fmt.Sprintf(" after %s", t.After.Duration)
 			}
+			if len(t.Actions) > 0 {
+				label += " / " + strings.Join(t.ActionNames(), ", ")
+			}
+			fmt.Fprintf(&b, "  %s --> %s : %s\n", id(from), id(t.To), label)
 		}
-		label := t.Event
-		if len(t.Actions) > 0 {
-			label += " / " + strings.Join(t.Actions, ", ")
-		}
-		for _, f := range from {
-			fmt.Fprintf(&b, "  %s --> %s : %s\n", id(f), id(t.To), label)
-		}
+	}
+	for _, reason := range slices.Sorted(maps.Keys(m.Outcomes)) {
+		fmt.Fprintf(&b, "  note right of %s : entered when an action reports blocked %s\n", id(m.Outcomes[reason]), reason)
 	}
 	for _, name := range m.StateOrder {
 		st := m.States[name]

@@ -1,6 +1,7 @@
 // Package scenario vets, decodes, orders, applies and resets scenario files: multi-document
-// YAML streams of Namespaces, DeviceClasses, SimulatedDevicePools, ResourceClaims and Pods,
-// checked against schemas.#Document before anything reaches the API server.
+// YAML streams of Namespaces, SimulatedNodes, DeviceClasses, SimulatedDevicePools,
+// ResourceClaims and Pods, checked against schemas.#Document before anything reaches the API
+// server. SimulatedNodes documents are expanded into the Nodes they declare (drivers/simnode).
 package scenario
 
 import (
@@ -23,6 +24,7 @@ import (
 
 	"github.com/draforge/draforge/drivers/gvr"
 	"github.com/draforge/draforge/drivers/simdevice"
+	"github.com/draforge/draforge/drivers/simnode"
 	"github.com/draforge/draforge/schemas"
 )
 
@@ -42,6 +44,7 @@ type Kind struct {
 // Kinds are the document kinds #Document allows, in apply order.
 var Kinds = []Kind{
 	{"v1", "Namespace", gvr.Namespaces, false, 0},
+	{simnode.APIVersion, simnode.Kind, gvr.Nodes, false, 0},
 	{"resource.k8s.io/v1", "DeviceClass", gvr.DeviceClasses, false, 1},
 	{simdevice.Group + "/" + simdevice.Version, simdevice.Kind, gvr.SimulatedDevicePools, true, 2},
 	{"resource.k8s.io/v1", "ResourceClaim", gvr.ResourceClaims, true, 3},
@@ -173,7 +176,12 @@ func Apply(ctx context.Context, dyn dynamic.Interface, objs []Object, force bool
 	objs = slices.Clone(objs)
 	Sort(objs)
 	for _, o := range objs {
-		_, err := resource(dyn, o).Apply(ctx, o.Obj.GetName(), o.Obj, metav1.ApplyOptions{FieldManager: FieldManager, Force: force})
+		var err error
+		if o.Kind.Kind == simnode.Kind {
+			err = applyNodes(ctx, dyn, o)
+		} else {
+			_, err = resource(dyn, o).Apply(ctx, o.Obj.GetName(), o.Obj, metav1.ApplyOptions{FieldManager: FieldManager, Force: force})
+		}
 		report(o, err)
 		if err != nil {
 			return fmt.Errorf("apply %s (%s document %d): %w", Ref(o), o.File, o.Index, err)
@@ -191,10 +199,16 @@ func Reset(ctx context.Context, dyn dynamic.Interface, objs []Object, report fun
 	var errs []error
 	policy := metav1.DeletePropagationBackground
 	for _, o := range objs {
-		err := resource(dyn, o).Delete(ctx, o.Obj.GetName(), metav1.DeleteOptions{PropagationPolicy: &policy})
-		found := !apierrors.IsNotFound(err)
-		if !found {
-			err = nil
+		var err error
+		found := true
+		if o.Kind.Kind == simnode.Kind {
+			found, err = deleteNodes(ctx, dyn, o)
+		} else {
+			err = resource(dyn, o).Delete(ctx, o.Obj.GetName(), metav1.DeleteOptions{PropagationPolicy: &policy})
+			found = !apierrors.IsNotFound(err)
+			if !found {
+				err = nil
+			}
 		}
 		report(o, found, err)
 		if err != nil {
@@ -202,4 +216,24 @@ func Reset(ctx context.Context, dyn dynamic.Interface, objs []Object, report fun
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// applyNodes creates or updates the Nodes a SimulatedNodes document declares. Nodes are
+// always applied with force: their fields belong to whoever declared them.
+func applyNodes(ctx context.Context, dyn dynamic.Interface, o Object) error {
+	spec, err := simnode.Decode(o.Obj)
+	if err != nil {
+		return err
+	}
+	return simnode.Apply(ctx, dyn, spec, nil)
+}
+
+// deleteNodes deletes the Nodes a SimulatedNodes document declares; found is whether any existed.
+func deleteNodes(ctx context.Context, dyn dynamic.Interface, o Object) (found bool, err error) {
+	spec, err := simnode.Decode(o.Obj)
+	if err != nil {
+		return false, err
+	}
+	err = simnode.Delete(ctx, dyn, spec, func(_ string, f bool, _ error) { found = found || f })
+	return found, err
 }

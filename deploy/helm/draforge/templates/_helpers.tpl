@@ -145,3 +145,18 @@ string; "invalid" when the value does not have that form. Used by validation.yam
     {{- end }}
   {{- end }}
 {{- end }}
+
+{{- define "draforge.kubeletPlugin.fullname" -}}
+{{- printf "%s-kubelet-plugin" (include "draforge.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "draforge.kubeletPlugin.selectorLabels" -}}
+app.kubernetes.io/name: draforge-kubelet-plugin
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: kubelet-plugin
+{{- end -}}
+
+{{- define "draforge.kubeletPlugin.labels" -}}
+{{ include "draforge.kubeletPlugin.selectorLabels" . }}
+{{ include "draforge.commonLabels" . }}
+{{- end -}}

@@ -18,7 +18,7 @@ import (
 
 func main() {
 	cfg := bench.DefaultConfig()
-	only := flag.String("only", "", "comma-separated phases to run: memory, alloc, churn, cost, publish (default all)")
+	only := flag.String("only", "", "comma-separated phases to run: memory, alloc, churn, cost, publish, nodes (default all)")
 	flag.IntVar(&cfg.PubNodes, "pub-nodes", cfg.PubNodes, "nodes for slice publication")
 	flag.IntVar(&cfg.PubDevices, "pub-devices", cfg.PubDevices, "devices per node for slice publication")
 	flag.IntVar(&cfg.AllocNodes, "alloc-nodes", cfg.AllocNodes, "nodes for claim allocation")
@@ -28,6 +28,8 @@ func main() {
 	flag.Float64Var(&cfg.ChurnRate, "churn-rate", cfg.ChurnRate, "claims created per second under churn")
 	flag.DurationVar(&cfg.ChurnDuration, "churn", cfg.ChurnDuration, "churn duration")
 	flag.IntVar(&cfg.MemoryObjects, "memory-objects", cfg.MemoryObjects, "objects per kind for the memory measurement")
+	flag.IntVar(&cfg.SimNodes, "sim-nodes", cfg.SimNodes, "simulated nodes for the node heartbeat measurement")
+	flag.DurationVar(&cfg.NodeWindow, "node-window", cfg.NodeWindow, "node heartbeat measurement window")
 	flag.Parse()
 	if *only != "" {
 		cfg.Only = map[string]bool{}

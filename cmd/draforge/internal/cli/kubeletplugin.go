@@ -1,0 +1,106 @@
+package cli
+
+import (
+	"context"
+	"net/http"
+	"os"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/spf13/cobra"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/draforge/draforge/cmd/draforge/internal/kubeletplugin"
+	"github.com/draforge/draforge/engine"
+	"github.com/draforge/draforge/engine/health"
+	"github.com/draforge/draforge/engine/logging"
+	"github.com/draforge/draforge/engine/metrics"
+)
+
+type kubeletPluginOptions struct {
+	addr           string
+	logLevel       string
+	nodeName       string
+	pluginsDir     string
+	registryDir    string
+	cdiDir         string
+	healthInterval time.Duration
+	lifecycle
+}
+
+func newKubeletPlugin(kf *kubeFlags) *cobra.Command {
+	o := &kubeletPluginOptions{}
+	cmd := &cobra.Command{
+		Use:   "kubelet-plugin",
+		Short: "Run the DRA kubelet plugin that prepares simulated devices on a real node",
+		Long: `kubelet-plugin runs on every node (the chart's kubeletPlugin DaemonSet). For each DRA driver
+name the SimulatedDevicePools targeting the node use, it registers with the kubelet
+(--registry-dir) and serves the DRA gRPC API from --plugins-dir/<driver>/dra.sock: preparing a
+claim writes a CDI spec to --cdi-dir that injects DRAFORGE_* environment variables describing
+each device, records it in --plugins-dir/<driver>/checkpoint.json and writes the claim's
+status.devices; unpreparing undoes that. Device health (the pools' "unhealthy" faults) goes to
+the kubelet's DRA health API.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runKubeletPlugin(cmd.Context(), kf, o) },
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.addr, "runtime-address", ":8083", "listen address of /healthz, /readyz and /metrics")
+	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+	f.StringVar(&o.nodeName, "node-name", os.Getenv("NODE_NAME"), "this node's name (default $NODE_NAME)")
+	f.StringVar(&o.pluginsDir, "plugins-dir", "/var/lib/kubelet/plugins", "the kubelet's plugin data directory; each driver gets <dir>/<driver>")
+	f.StringVar(&o.registryDir, "registry-dir", "/var/lib/kubelet/plugins_registry", "the kubelet's plugin registration directory")
+	f.StringVar(&o.cdiDir, "cdi-dir", "/var/run/cdi", "the container runtime's CDI spec directory")
+	f.DurationVar(&o.healthInterval, "health-interval", 10*time.Second, "how often device health is re-sent to the kubelet while nothing changes (the kubelet treats 30s without a report as unknown)")
+	o.lifecycle.addFlags(f, "graceful shutdown limit after SIGINT/SIGTERM")
+	return cmd
+}
+
+func runKubeletPlugin(ctx context.Context, kf *kubeFlags, o *kubeletPluginOptions) error {
+	if errs := o.lifecycle.validate(); len(errs) > 0 {
+		return errs[0]
+	}
+	log, err := logging.New(os.Stderr, o.logLevel)
+	if err != nil {
+		return err
+	}
+	cfg, err := kf.config()
+	if err != nil {
+		return err
+	}
+	cfg.UserAgent = "draforge-kubelet-plugin/" + Version
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if _, err := metrics.RegisterRESTClient(reg); err != nil {
+		return err
+	}
+	m, err := kubeletplugin.NewMetrics(reg)
+	if err != nil {
+		return err
+	}
+	var registered atomic.Bool
+	ready := &health.Readiness{Kube: kube, Timeout: o.readyTimeout, Grace: o.readyGrace, Synced: registered.Load}
+	mux := http.NewServeMux()
+	mux.Handle("/healthz", health.Liveness{})
+	mux.Handle("/readyz", ready)
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	srv := &health.Server{Addr: o.addr, Handler: mux, ShutdownTimeout: o.shutdownWithin}
+	plugin := engine.PluginFunc(func(ctx context.Context) error {
+		return kubeletplugin.Run(ctx, kubeletplugin.Config{NodeName: o.nodeName, Kube: kube, Dynamic: dyn,
+			PluginsDir: o.pluginsDir, RegistryDir: o.registryDir, CDIDir: o.cdiDir, HealthInterval: o.healthInterval,
+			Log: log, Ready: registered.Store, Metrics: m})
+	})
+	log.Info().Str("node", o.nodeName).Str("address", o.addr).Msg("kubelet plugin starting")
+	return runPlugins(ctx, log, o.shutdownWithin+time.Second, nil, srv, plugin)
+}

@@ -1,0 +1,200 @@
+// Package simnode turns a SimulatedNodes document (schemas/scenario.cue #SimulatedNodes) into
+// the Node objects it declares, and applies or deletes them. Expansion is pure; Apply and
+// Delete do the I/O. The node machine (machines/node.cue) keeps the nodes Ready afterwards.
+package simnode
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// Document coordinates. SimulatedNodes is a scenario document, not an API object.
+const (
+	APIVersion = "draforge.oaslananka/v1alpha1"
+	Kind       = "SimulatedNodes"
+)
+
+// Labels and annotations of simulated nodes (the node machine reads them).
+const (
+	// LabelSimulated marks a node as simulated: the node machine keeps it Ready.
+	LabelSimulated = "draforge.oaslananka/simulated"
+	// AnnotationLeaseRenewInterval overrides the Lease renew interval (kubelet: 10s).
+	AnnotationLeaseRenewInterval = "draforge.oaslananka/lease-renew-interval"
+	// AnnotationStatusReportInterval overrides how often an unchanged Ready condition's
+	// heartbeat is refreshed (kubelet's nodeStatusReportFrequency: 5m).
+	AnnotationStatusReportInterval = "draforge.oaslananka/status-report-interval"
+)
+
+// DefaultAllocatable is what a node offers when the document names nothing (the bench's nodes).
+var DefaultAllocatable = corev1.ResourceList{
+	corev1.ResourceCPU:    resource.MustParse("64"),
+	corev1.ResourceMemory: resource.MustParse("256Gi"),
+	corev1.ResourcePods:   resource.MustParse("110"),
+}
+
+// Spec is the spec of a SimulatedNodes document.
+type Spec struct {
+	Prefix               string            `json:"prefix"`
+	Count                int               `json:"count,omitempty"`
+	Start                int               `json:"start,omitempty"`
+	Names                []string          `json:"names,omitempty"`
+	Labels               map[string]string `json:"labels,omitempty"`
+	Annotations          map[string]string `json:"annotations,omitempty"`
+	Taints               []corev1.Taint    `json:"taints,omitempty"`
+	Allocatable          map[string]string `json:"allocatable,omitempty"`
+	LeaseRenewInterval   string            `json:"leaseRenewInterval,omitempty"`
+	StatusReportInterval string            `json:"statusReportInterval,omitempty"`
+}
+
+// Decode reads the spec of a SimulatedNodes document that passed the schema. Quantities in
+// allocatable may be YAML numbers.
+func Decode(u *unstructured.Unstructured) (Spec, error) {
+	var s Spec
+	raw, ok := u.Object["spec"].(map[string]any)
+	if !ok {
+		return s, fmt.Errorf("SimulatedNodes %s: no spec", u.GetName())
+	}
+	raw = maps.Clone(raw)
+	if a, ok := raw["allocatable"].(map[string]any); ok {
+		str := map[string]any{}
+		for k, v := range a {
+			str[k] = fmt.Sprint(v)
+		}
+		raw["allocatable"] = str
+	}
+	b, err := json.Marshal(raw)
+	if err != nil {
+		return s, err
+	}
+	if err := json.Unmarshal(b, &s); err != nil {
+		return s, fmt.Errorf("SimulatedNodes %s: %w (unquoted y, n, yes, no, on, off are booleans in Kubernetes YAML: quote them)", u.GetName(), err)
+	}
+	return s, s.check()
+}
+
+// check repeats what Go needs of the schema's rules, for specs built in Go (the CLI flags).
+func (s Spec) check() error {
+	if s.Prefix == "" {
+		return fmt.Errorf("prefix is required")
+	}
+	if (s.Count > 0) == (len(s.Names) > 0) {
+		return fmt.Errorf("exactly one of count or names must be set")
+	}
+	for k, v := range s.Allocatable {
+		if _, err := resource.ParseQuantity(v); err != nil {
+			return fmt.Errorf("allocatable %s: %w", k, err)
+		}
+	}
+	for _, d := range []string{s.LeaseRenewInterval, s.StatusReportInterval} {
+		if d == "" {
+			continue
+		}
+		if v, err := time.ParseDuration(d); err != nil || v < time.Second {
+			return fmt.Errorf("interval %q: want a duration of at least 1s", d)
+		}
+	}
+	return nil
+}
+
+// NodeNames are the names the spec declares, in order.
+func (s Spec) NodeNames() []string {
+	var out []string
+	for i := range s.Count {
+		out = append(out, s.Prefix+"-"+strconv.Itoa(s.Start+i))
+	}
+	for _, n := range s.Names {
+		out = append(out, s.Prefix+"-"+n)
+	}
+	return out
+}
+
+// Nodes expands the spec into Node objects with their status as a kubelet would post it on
+// registration: capacity = allocatable, Ready=True and no pressure, heartbeats at now.
+func (s Spec) Nodes(now time.Time) []*corev1.Node {
+	alloc := DefaultAllocatable.DeepCopy()
+	for k, v := range s.Allocatable {
+		alloc[corev1.ResourceName(k)] = resource.MustParse(v)
+	}
+	t := metav1.NewTime(now.Truncate(time.Second))
+	var out []*corev1.Node
+	for _, name := range s.NodeNames() {
+		labels := map[string]string{}
+		maps.Copy(labels, s.Labels)
+		// Set by every kubelet; the scheduler and DaemonSets select on them.
+		labels[corev1.LabelHostname] = name
+		labels[corev1.LabelOSStable] = "linux"
+		labels[corev1.LabelArchStable] = "amd64"
+		labels[LabelSimulated] = "true"
+		annotations := map[string]string{}
+		maps.Copy(annotations, s.Annotations)
+		if s.LeaseRenewInterval != "" {
+			annotations[AnnotationLeaseRenewInterval] = s.LeaseRenewInterval
+		}
+		if s.StatusReportInterval != "" {
+			annotations[AnnotationStatusReportInterval] = s.StatusReportInterval
+		}
+		if len(annotations) == 0 {
+			annotations = nil
+		}
+		out = append(out, &corev1.Node{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Node"},
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels, Annotations: annotations},
+			Spec:       corev1.NodeSpec{Taints: slices.Clone(s.Taints)},
+			Status: corev1.NodeStatus{
+				Capacity:    alloc.DeepCopy(),
+				Allocatable: alloc.DeepCopy(),
+				Conditions:  Conditions(t),
+				Addresses:   []corev1.NodeAddress{{Type: corev1.NodeHostName, Address: name}},
+				NodeInfo:    corev1.NodeSystemInfo{OperatingSystem: "linux", Architecture: "amd64"},
+			},
+		})
+	}
+	return out
+}
+
+// Conditions are the conditions a healthy kubelet posts, with the kubelet's reasons and
+// messages (pkg/kubelet/nodestatus/setters.go), heartbeat and transition at t.
+func Conditions(t metav1.Time) []corev1.NodeCondition {
+	c := func(typ corev1.NodeConditionType, st corev1.ConditionStatus, reason, msg string) corev1.NodeCondition {
+		return corev1.NodeCondition{Type: typ, Status: st, Reason: reason, Message: msg, LastHeartbeatTime: t, LastTransitionTime: t}
+	}
+	return []corev1.NodeCondition{
+		c(corev1.NodeMemoryPressure, corev1.ConditionFalse, "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
+		c(corev1.NodeDiskPressure, corev1.ConditionFalse, "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
+		c(corev1.NodePIDPressure, corev1.ConditionFalse, "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
+		c(corev1.NodeReady, corev1.ConditionTrue, "KubeletReady", "kubelet is posting ready status"),
+	}
+}
+
+// applyObjects splits a node into what server-side apply sends: the object (labels,
+// annotations, taints) and its status subresource.
+func applyObjects(n *corev1.Node) (obj, status *unstructured.Unstructured, err error) {
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(n)
+	if err != nil {
+		return nil, nil, err
+	}
+	meta := map[string]any{"name": n.Name, "labels": m["metadata"].(map[string]any)["labels"]}
+	if a, ok := m["metadata"].(map[string]any)["annotations"]; ok {
+		meta["annotations"] = a
+	}
+	obj = &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Node", "metadata": meta}}
+	// Taints are an atomic list: sent only when the document has some, so the not-ready taint
+	// the TaintNodesByCondition admission plugin puts on a new node stays for the node
+	// lifecycle controller to lift once it sees Ready, as with a registering kubelet.
+	if t, ok := m["spec"].(map[string]any)["taints"].([]any); ok && len(t) > 0 {
+		obj.Object["spec"] = map[string]any{"taints": t}
+	}
+	status = &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Node",
+		"metadata": map[string]any{"name": n.Name}, "status": m["status"]}}
+	return obj, status, nil
+}

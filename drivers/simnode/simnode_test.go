@@ -1,0 +1,122 @@
+package simnode
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
+)
+
+func decodeYAML(t *testing.T, src string) (Spec, error) {
+	t.Helper()
+	u := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal([]byte(src), &u.Object); err != nil {
+		t.Fatal(err)
+	}
+	return Decode(u)
+}
+
+func TestDecodeAndExpand(t *testing.T) {
+	s, err := decodeYAML(t, `
+apiVersion: draforge.oaslananka/v1alpha1
+kind: SimulatedNodes
+metadata: {name: gpus}
+spec:
+  prefix: gpu-node
+  count: 3
+  start: 7
+  labels: {gpu: h100}
+  annotations: {team: ml}
+  taints: [{key: nvidia.com/gpu, value: present, effect: NoSchedule}]
+  allocatable: {cpu: 96, memory: 1Ti, nvidia.com/gpu: 8}
+  leaseRenewInterval: 5s
+  statusReportInterval: 1m
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := s.NodeNames(), []string{"gpu-node-7", "gpu-node-8", "gpu-node-9"}; !slices.Equal(got, want) {
+		t.Fatalf("names %v, want %v", got, want)
+	}
+	now := time.Date(2026, 1, 2, 3, 4, 5, 600, time.UTC)
+	nodes := s.Nodes(now)
+	n := nodes[1]
+	for k, v := range map[string]string{"gpu": "h100", LabelSimulated: "true", corev1.LabelHostname: "gpu-node-8", corev1.LabelOSStable: "linux"} {
+		if n.Labels[k] != v {
+			t.Errorf("label %s = %q, want %q", k, n.Labels[k], v)
+		}
+	}
+	if n.Annotations[AnnotationLeaseRenewInterval] != "5s" || n.Annotations[AnnotationStatusReportInterval] != "1m" || n.Annotations["team"] != "ml" {
+		t.Errorf("annotations %v", n.Annotations)
+	}
+	if len(n.Spec.Taints) != 1 || n.Spec.Taints[0].Key != "nvidia.com/gpu" || n.Spec.Taints[0].Effect != corev1.TaintEffectNoSchedule {
+		t.Errorf("taints %v", n.Spec.Taints)
+	}
+	a := n.Status.Allocatable
+	if a.Cpu().String() != "96" || a.Memory().String() != "1Ti" || a.Pods().String() != "110" || a.Name("nvidia.com/gpu", "").String() != "8" {
+		t.Errorf("allocatable %v (pods default 110)", a)
+	}
+	if !a[corev1.ResourceCPU].Equal(n.Status.Capacity[corev1.ResourceCPU]) {
+		t.Errorf("capacity %v differs from allocatable", n.Status.Capacity)
+	}
+	var ready *corev1.NodeCondition
+	for i, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			ready = &n.Status.Conditions[i]
+		} else if c.Status != corev1.ConditionFalse {
+			t.Errorf("%s = %s, want False", c.Type, c.Status)
+		}
+	}
+	if ready == nil || ready.Status != corev1.ConditionTrue || ready.Reason != "KubeletReady" || !ready.LastHeartbeatTime.Time.Equal(now.Truncate(time.Second)) {
+		t.Errorf("Ready condition %+v", ready)
+	}
+}
+
+func TestNamesAndDefaults(t *testing.T) {
+	s, err := decodeYAML(t, `{spec: {prefix: node, names: [a, b]}}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.NodeNames(); !slices.Equal(got, []string{"node-a", "node-b"}) {
+		t.Fatalf("names %v", got)
+	}
+	n := s.Nodes(time.Now())[0]
+	if n.Status.Allocatable.Cpu().String() != "64" || n.Annotations != nil || n.Spec.Taints != nil {
+		t.Errorf("defaults: allocatable %v, annotations %v, taints %v", n.Status.Allocatable, n.Annotations, n.Spec.Taints)
+	}
+	obj, status, err := applyObjects(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Without taints in the document the atomic taint list is not applied, so the admission
+	// plugin's not-ready taint stays for the node lifecycle controller.
+	if _, ok := obj.Object["spec"]; ok {
+		t.Errorf("object apply carries a spec: %v", obj.Object["spec"])
+	}
+	if _, ok := obj.Object["status"]; ok {
+		t.Error("object apply carries status")
+	}
+	if c, _, _ := unstructured.NestedSlice(status.Object, "status", "conditions"); len(c) != 4 {
+		t.Errorf("status apply has %d conditions, want 4", len(c))
+	}
+}
+
+func TestDecodeRejects(t *testing.T) {
+	for name, src := range map[string]string{
+		"both":         `{spec: {prefix: n, count: 2, names: [a]}}`,
+		"neither":      `{spec: {prefix: n}}`,
+		"no prefix":    `{spec: {count: 1}}`,
+		"quantity":     `{spec: {prefix: n, count: 1, allocatable: {cpu: lots}}}`,
+		"short renew":  `{spec: {prefix: n, count: 1, leaseRenewInterval: 10ms}}`,
+		"bad duration": `{spec: {prefix: n, count: 1, statusReportInterval: soon}}`,
+		"no spec":      `{metadata: {name: x}}`,
+		"count type":   `{spec: {prefix: n, count: "two"}}`,
+	} {
+		if _, err := decodeYAML(t, src); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
