@@ -32,9 +32,6 @@ func (p *Pool) groupDevices(node string, g *DeviceGroup, i int) ([]resourcev1.De
 	s := &p.Spec
 	name := fmt.Sprintf("%s-%d", g.DeviceType, i)
 	base := resourcev1.Device{Name: name, Attributes: attrs{}}
-	for k, v := range g.Attributes {
-		base.Attributes[s.qualify(k)] = resourcev1.DeviceAttribute{StringValue: v.String, IntValue: v.Int, BoolValue: v.Bool, VersionValue: v.Version}
-	}
 	base.Attributes[s.qualify(AttrDeviceType)] = str(g.DeviceType)
 	base.Attributes[s.qualify(AttrIndex)] = integer(int64(i))
 	if t := s.Topology; t != nil {
@@ -42,6 +39,10 @@ func (p *Pool) groupDevices(node string, g *DeviceGroup, i int) ([]resourcev1.De
 		r := i * roots / g.Count
 		base.Attributes[AttrPCIeRoot] = str(fmt.Sprintf("pci0000:%02x", r*0x10))
 		base.Attributes[AttrNUMANode] = integer(int64(r / t.PCIeRootsPerNUMANode))
+	}
+	// The group's attributes win over the built-ins of the same name (as spec.attributes do).
+	for k, v := range g.Attributes {
+		base.Attributes[s.qualify(k)] = resourcev1.DeviceAttribute{StringValue: v.String, IntValue: v.Int, BoolValue: v.Bool, VersionValue: v.Version}
 	}
 	if len(g.Capacities) > 0 {
 		base.Capacity = caps{}
@@ -89,8 +90,12 @@ func (p *Pool) groupDevices(node string, g *DeviceGroup, i int) ([]resourcev1.De
 		d := base
 		d.Name = name + "-part-" + strconv.Itoa(j)
 		d.Attributes = cloneAttrs(base.Attributes)
-		d.Attributes[s.qualify(AttrPartition)] = integer(int64(j))
-		d.Attributes[s.qualify(AttrParent)] = str(name)
+		if _, ok := g.Attributes[AttrPartition]; !ok {
+			d.Attributes[s.qualify(AttrPartition)] = integer(int64(j))
+		}
+		if _, ok := g.Attributes[AttrParent]; !ok {
+			d.Attributes[s.qualify(AttrParent)] = str(name)
+		}
 		if len(g.Capacities) > 0 { // no request policies: partitions exclude allowMultipleAllocations
 			d.Capacity = caps{}
 			for k, v := range g.Capacities {

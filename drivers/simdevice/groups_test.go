@@ -173,3 +173,15 @@ func TestGroupSummaries(t *testing.T) {
 		t.Errorf("implicit group: %q %d", l.Spec.DeviceTypes(), l.Spec.PhysicalDevicesPerNode())
 	}
 }
+
+func TestGroupAttributesWinOverBuiltins(t *testing.T) {
+	p := groupPool(func(s *PoolSpec) {
+		s.DeviceGroups = []DeviceGroup{{DeviceType: "gpu", Count: 1, Partitions: 2,
+			Attributes: map[string]AttributeValue{AttrIndex: {Int: ptrTo(int64(7))}, AttrParent: {String: ptrTo("board-0")}}}}
+	})
+	for _, d := range mustSlices(t, p)[1].Spec.Devices {
+		if *d.Attributes[AttrIndex].IntValue != 7 || *d.Attributes[AttrParent].StringValue != "board-0" {
+			t.Errorf("%s: the group's index and parent must win: %v", d.Name, d.Attributes)
+		}
+	}
+}
