@@ -14,6 +14,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/structured"
 
 	"github.com/draforge/draforge/drivers/allocator"
+	"github.com/draforge/draforge/drivers/binding"
 	"github.com/draforge/draforge/drivers/claims"
 	"github.com/draforge/draforge/drivers/compactslice"
 	"github.com/draforge/draforge/drivers/gvr"
@@ -39,6 +40,9 @@ type Deps struct {
 type Set struct {
 	Claims *claims.Driver
 	Pools  *pools.Driver
+	// Binding sets simulated devices' binding conditions (its functions await a claim machine
+	// that calls them, see drivers/binding).
+	Binding *binding.Driver
 	// Plugins are the drivers' background loops (the orphan slice sweeper), leader-only.
 	Plugins []engine.Plugin
 }
@@ -68,7 +72,8 @@ func register(reg *engine.Registry, d Deps) (*Set, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Set{Claims: c, Pools: p}, nil
+	b := binding.Register(reg, d.Informers, d.Kube)
+	return &Set{Claims: c, Pools: p, Binding: b}, nil
 }
 
 // CacheTyped makes inf cache the resources the drivers only read (slices, classes, nodes, pods)

@@ -17,9 +17,11 @@ import (
 // through engine.Decide with the driver's facts faked.
 
 var poolNames = machine.Names{
-	Actions:      []string{"deletePoolSlices", "removeFinalizer", "publishPoolSlices", "recordPoolStatus", "allocateClaim"},
-	Observations: []string{"poolSpecInvalid", "poolSlicesOutOfDate", "claimNeedsSimulatedAllocation"},
-	Mappers:      []string{"podClaims", "pendingClaims"},
+	Actions: []string{"deletePoolSlices", "removeFinalizer", "publishPoolSlices", "recordPoolStatus", "allocateClaim",
+		"setBindingConditions", "deallocateClaim"},
+	Observations: []string{"poolSpecInvalid", "poolSlicesOutOfDate", "claimNeedsSimulatedAllocation",
+		"claimAwaitsBindingConditions", "claimBindingFailed"},
+	Mappers: []string{"podClaims", "pendingClaims"},
 }
 
 type facts struct {

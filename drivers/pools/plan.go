@@ -82,7 +82,7 @@ func MakePlan(desired, owned []*resourcev1.ResourceSlice, byName func(string) *r
 			plan.Create = append(plan.Create, w)
 		}
 		plan.Nodes = append(plan.Nodes, simdevice.NodeStatus{
-			Node: ptrString(want[0].Spec.NodeName), PoolName: pool, SliceNames: names, DeviceCount: devices, Generation: gen,
+			Node: sliceNode(want), PoolName: pool, SliceNames: names, DeviceCount: devices, Generation: gen,
 		})
 	}
 	for _, s := range owned {
@@ -116,11 +116,20 @@ func poolGeneration(want, stored []*resourcev1.ResourceSlice, ownedByName map[st
 	return maxGen, true
 }
 
-func ptrString(s *string) string {
-	if s == nil {
-		return ""
+// sliceNode is the node of a pool's slices: a slice's nodeName, or with perDeviceNodeSelection
+// a device's.
+func sliceNode(want []*resourcev1.ResourceSlice) string {
+	for _, s := range want {
+		if s.Spec.NodeName != nil {
+			return *s.Spec.NodeName
+		}
+		for _, d := range s.Spec.Devices {
+			if d.NodeName != nil {
+				return *d.NodeName
+			}
+		}
 	}
-	return *s
+	return ""
 }
 
 // legacyName is the slice name the earlier project used: sim-slice-<sdp>-<node>-<namespace>

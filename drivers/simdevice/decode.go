@@ -84,21 +84,33 @@ func rawSpecErrors(obj map[string]any) []error {
 	}
 	caps, _ := spec["capacities"].(map[string]any)
 	for name, v := range caps {
-		fp := sp.Child("capacities").Key(name)
-		switch q := v.(type) {
-		case int64:
-		case float64:
-			if q != float64(int64(q)) {
-				errs = append(errs, field.Invalid(fp, q, "must be an integer or a quantity string such as \"80Gi\""))
+		errs = append(errs, rawQuantity(sp.Child("capacities").Key(name), v)...)
+	}
+	groups, _ := spec["deviceGroups"].([]any)
+	for i, g := range groups {
+		g, _ := g.(map[string]any)
+		gp := sp.Child("deviceGroups").Index(i)
+		caps, _ := g["capacities"].(map[string]any)
+		for name, v := range caps {
+			errs = append(errs, rawQuantity(gp.Child("capacities").Key(name), v)...)
+		}
+		pols, _ := g["requestPolicies"].(map[string]any)
+		for name, p := range pols {
+			p, _ := p.(map[string]any)
+			pp := gp.Child("requestPolicies").Key(name)
+			if v, ok := p["default"]; ok {
+				errs = append(errs, rawQuantity(pp.Child("default"), v)...)
 			}
-		case string:
-			if len(q) > maxQuantityLength {
-				errs = append(errs, field.TooLong(fp, q, maxQuantityLength))
-			} else if !quantityRE.MatchString(q) {
-				errs = append(errs, field.Invalid(fp, q, "must be a non-negative quantity such as \"80Gi\""))
+			vals, _ := p["validValues"].([]any)
+			for j, v := range vals {
+				errs = append(errs, rawQuantity(pp.Child("validValues").Index(j), v)...)
 			}
-		default:
-			errs = append(errs, field.Invalid(fp, v, "must be an integer or a quantity string such as \"80Gi\""))
+			r, _ := p["validRange"].(map[string]any)
+			for _, k := range []string{"min", "max", "step"} {
+				if v, ok := r[k]; ok {
+					errs = append(errs, rawQuantity(pp.Child("validRange").Child(k), v)...)
+				}
+			}
 		}
 	}
 	faults, _ := spec["faults"].([]any)
@@ -113,6 +125,31 @@ func rawSpecErrors(obj map[string]any) []error {
 		}
 	}
 	return errs
+}
+
+// rawQuantity checks a quantity as the CRD's int-or-string with the quantity pattern does:
+// an integer or a quantity string of at most 64 characters (resource.Quantity also accepts JSON
+// floats, "-0" and longer strings).
+func rawQuantity(fp *field.Path, v any) []error {
+	switch q := v.(type) {
+	case int64:
+		if q < 0 {
+			return []error{field.Invalid(fp, q, "must not be negative")}
+		}
+	case float64:
+		if q != float64(int64(q)) {
+			return []error{field.Invalid(fp, q, "must be an integer or a quantity string such as \"80Gi\"")}
+		}
+	case string:
+		if len(q) > maxQuantityLength {
+			return []error{field.TooLong(fp, q, maxQuantityLength)}
+		} else if !quantityRE.MatchString(q) {
+			return []error{field.Invalid(fp, q, "must be a non-negative quantity such as \"80Gi\"")}
+		}
+	default:
+		return []error{field.Invalid(fp, v, "must be an integer or a quantity string such as \"80Gi\"")}
+	}
+	return nil
 }
 
 // withoutNulls copies obj without its null-valued object fields, at every depth (list items

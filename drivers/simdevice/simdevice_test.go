@@ -63,8 +63,14 @@ func checkSliceValid(t *testing.T, s *resourcev1.ResourceSlice) {
 	if msgs := content.IsDNS1123Subdomain(s.Spec.Driver); len(msgs) > 0 || len(s.Spec.Driver) > resourcev1.DriverNameMaxLength {
 		errf("driver %q: %v", s.Spec.Driver, msgs)
 	}
-	if s.Spec.NodeName == nil || *s.Spec.NodeName == "" {
-		errf("nodeName not set")
+	perDevice := s.Spec.PerDeviceNodeSelection != nil && *s.Spec.PerDeviceNodeSelection
+	if perDevice == (s.Spec.NodeName != nil) || (s.Spec.NodeName != nil && *s.Spec.NodeName == "") {
+		errf("exactly one of nodeName or perDeviceNodeSelection must be set")
+	}
+	for _, d := range s.Spec.Devices {
+		if perDevice != (d.NodeName != nil && *d.NodeName != "") {
+			errf("device %s: nodeName must be set exactly when the slice has perDeviceNodeSelection", d.Name)
+		}
 	}
 	pool := s.Spec.Pool
 	if len(pool.Name) > resourcev1.PoolNameMaxLength {

@@ -131,61 +131,94 @@ func compareStrings(a, b string) int {
 // Every slice carries the pool's resourceSliceCount.
 func (p *Pool) nodeSlices(node string) []*resourcev1.ResourceSlice {
 	s := &p.Spec
-	taints := map[int][]resourcev1.DeviceTaint{}
-	gone := map[int]bool{}
+	taints := map[physicalRef][]resourcev1.DeviceTaint{}
+	gone := map[physicalRef]bool{}
 	for _, f := range s.Faults {
 		if f.Node != "" && f.Node != node {
 			continue
 		}
-		i, _ := s.faultIndex(f.Device) // validated
+		ref, _ := s.faultTarget(f.Device) // validated
 		switch f.Mode {
 		case FaultDisappear:
-			gone[i] = true
+			gone[ref] = true
 		case FaultUnhealthy:
-			taints[i] = addTaint(taints[i], TaintUnhealthy)
+			taints[ref] = addTaint(taints[ref], TaintUnhealthy)
 		case FaultCapacityExhausted:
-			taints[i] = addTaint(taints[i], TaintCapacityExhausted)
+			taints[ref] = addTaint(taints[ref], TaintCapacityExhausted)
 		}
 	}
 
-	var groups [][]resourcev1.Device
+	// Device groups of the node: the implicit one (deviceType, deviceCount, profile) or
+	// spec.deviceGroups. slicePerDevice and perDevice groups get slices of their own.
+	var shared, own [][]resourcev1.Device
+	var perDevice [][]resourcev1.Device
 	var counters []resourcev1.CounterSet
-	for i := range s.DeviceCount {
-		if gone[i] {
-			continue
-		}
-		devs, cs := p.physicalDevices(node, i)
+	add := func(ref physicalRef, devs []resourcev1.Device, cs []resourcev1.CounterSet, ownSlice, perDev bool) {
 		for j := range devs {
 			// A fault hits the physical device: all devices made of it (its partitions too).
-			devs[j].Taints = slices.Clone(taints[i])
+			devs[j].Taints = slices.Clone(taints[ref])
 		}
-		groups = append(groups, devs)
+		switch {
+		case perDev:
+			perDevice = append(perDevice, devs)
+		case ownSlice:
+			own = append(own, devs)
+		default:
+			shared = append(shared, devs)
+		}
 		counters = append(counters, cs...)
 	}
-
-	var specs []resourcev1.ResourceSliceSpec
-	for cs := range slices.Chunk(counters, resourcev1.ResourceSliceMaxCounterSets) {
-		specs = append(specs, resourcev1.ResourceSliceSpec{SharedCounters: cs})
-	}
-	if profiles[s.Profile].slicePerDevice {
-		for _, g := range groups {
-			for _, chunk := range packDevices(g) {
-				specs = append(specs, resourcev1.ResourceSliceSpec{Devices: chunk})
+	if len(s.DeviceGroups) == 0 {
+		for i := range s.DeviceCount {
+			if ref := (physicalRef{group: -1, index: i}); !gone[ref] {
+				devs, cs := p.physicalDevices(node, i)
+				add(ref, devs, cs, profiles[s.Profile].slicePerDevice, false)
 			}
 		}
-	} else {
-		for _, chunk := range packDevices(slices.Concat(groups...)) {
-			specs = append(specs, resourcev1.ResourceSliceSpec{Devices: chunk})
+	}
+	for gi := range s.DeviceGroups {
+		g := &s.DeviceGroups[gi]
+		for i := range g.Count {
+			if ref := (physicalRef{group: gi, index: i}); !gone[ref] {
+				devs, cs := p.groupDevices(node, g, i)
+				add(ref, devs, cs, false, g.PerDeviceNodeSelection)
+			}
 		}
 	}
+
+	type sliceSpec struct {
+		spec      resourcev1.ResourceSliceSpec
+		perDevice bool
+	}
+	var specs []sliceSpec
+	for cs := range slices.Chunk(counters, resourcev1.ResourceSliceMaxCounterSets) {
+		specs = append(specs, sliceSpec{spec: resourcev1.ResourceSliceSpec{SharedCounters: cs}})
+	}
+	for _, g := range own {
+		for _, chunk := range packDevices(g) {
+			specs = append(specs, sliceSpec{spec: resourcev1.ResourceSliceSpec{Devices: chunk}})
+		}
+	}
+	for _, chunk := range packDevices(slices.Concat(shared...)) {
+		specs = append(specs, sliceSpec{spec: resourcev1.ResourceSliceSpec{Devices: chunk}})
+	}
+	// Per-device node selection: such slices name no node, each device names its own.
+	for _, chunk := range packDevices(slices.Concat(perDevice...)) {
+		specs = append(specs, sliceSpec{spec: resourcev1.ResourceSliceSpec{Devices: chunk}, perDevice: true})
+	}
 	if len(specs) == 0 {
-		specs = []resourcev1.ResourceSliceSpec{{}} // the pool stays visible
+		specs = []sliceSpec{{}} // the pool stays visible
 	}
 
 	out := make([]*resourcev1.ResourceSlice, 0, len(specs))
-	for i, spec := range specs {
+	for i, ss := range specs {
+		spec := ss.spec
 		spec.Driver = s.DriverName
-		spec.NodeName = ptr.To(node)
+		if ss.perDevice {
+			spec.PerDeviceNodeSelection = ptr.To(true)
+		} else {
+			spec.NodeName = ptr.To(node)
+		}
 		spec.Pool = resourcev1.ResourcePool{
 			Name:               PoolNameFor(p.Namespace, s.PoolName, node),
 			ResourceSliceCount: int64(len(specs)),
@@ -204,6 +237,10 @@ func (p *Pool) nodeSlices(node string) []*resourcev1.ResourceSlice {
 	}
 	return out
 }
+
+// physicalRef names one physical device: group -1 is the implicit group of a pool without
+// deviceGroups.
+type physicalRef struct{ group, index int }
 
 // packDevices splits devices, in order, into as few slices as the per-slice device limits allow.
 func packDevices(devices []resourcev1.Device) [][]resourcev1.Device {

@@ -79,6 +79,9 @@ const (
 	FaultUnhealthy         FaultMode = "unhealthy"
 	FaultCapacityExhausted FaultMode = "capacity-exhausted"
 	FaultDisappear         FaultMode = "disappear"
+	// FaultBindingFailure makes the simulated driver report the device's first
+	// bindingFailureCondition as True instead of its bindingConditions (see drivers/binding).
+	FaultBindingFailure FaultMode = "binding-failure"
 )
 
 // AttributeValue is a typed device attribute; exactly one field must be set.
@@ -106,10 +109,11 @@ type PoolSpec struct {
 	PoolName string `json:"poolName,omitempty"`
 	// AttributeDomain qualifies attribute and capacity names. Default DriverName.
 	AttributeDomain string `json:"attributeDomain,omitempty"`
-	// DeviceCount is the number of devices per targeted node (1..128).
-	DeviceCount int `json:"deviceCount"`
+	// DeviceCount is the number of devices per targeted node (1..128). With DeviceGroups it is
+	// not set: DeviceType, DeviceCount, Profile, Attributes and Capacities are one implicit group.
+	DeviceCount int `json:"deviceCount,omitempty"`
 	// DeviceType is a DNS label such as gpu, nic or fpga; devices are named "<deviceType>-<i>".
-	DeviceType string  `json:"deviceType"`
+	DeviceType string  `json:"deviceType,omitempty"`
 	Profile    Profile `json:"profile,omitempty"`
 	// NodeSelector and TargetNodes choose nodes; a node is targeted when it is listed in
 	// TargetNodes OR its labels match NodeSelector (union). At least one must be non-empty.
@@ -118,6 +122,65 @@ type PoolSpec struct {
 	Attributes   map[string]AttributeValue    `json:"attributes,omitempty"`
 	Capacities   map[string]resource.Quantity `json:"capacities,omitempty"`
 	Faults       []Fault                      `json:"faults,omitempty"`
+	// DeviceGroups are several kinds of devices per node (e.g. 8 GPUs and 8 NICs), each with
+	// its own type, count, attributes, capacities, sharing, partitions and binding conditions.
+	DeviceGroups []DeviceGroup `json:"deviceGroups,omitempty"`
+	// Topology places the devices of DeviceGroups on PCIe roots and NUMA nodes.
+	Topology *Topology `json:"topology,omitempty"`
+}
+
+// DeviceGroup is one kind of device of a pool with deviceGroups. Its devices are named
+// "<deviceType>-<i>" (and "<deviceType>-<i>-part-<j>" for partitions) and carry the built-in
+// deviceType and index attributes.
+type DeviceGroup struct {
+	DeviceType string                       `json:"deviceType"`
+	Count      int                          `json:"count"`
+	Attributes map[string]AttributeValue    `json:"attributes,omitempty"`
+	Capacities map[string]resource.Quantity `json:"capacities,omitempty"`
+	// AllowMultipleAllocations publishes the devices as shareable: claims consume their
+	// capacities (consumable capacity, KEP-5075) within RequestPolicies.
+	AllowMultipleAllocations bool `json:"allowMultipleAllocations,omitempty"`
+	// RequestPolicies are per-capacity request policies (resource.k8s.io CapacityRequestPolicy).
+	RequestPolicies map[string]RequestPolicy `json:"requestPolicies,omitempty"`
+	// Partitions (2..8) makes each device partitionable: a counter set "<deviceType>-<i>-counters"
+	// with a "partitions" counter and one counter per capacity; the whole device consumes all of
+	// it and each of the Partitions partitions 1/Partitions, so they exclude each other.
+	Partitions int `json:"partitions,omitempty"`
+	// BindingConditions and BindingFailureConditions are published on every device; the
+	// simulated driver sets them on an allocated claim's status.devices after
+	// BindingDelaySeconds (the failure condition instead when the device has a
+	// binding-failure fault). BindsToNode is published as is.
+	BindingConditions        []string `json:"bindingConditions,omitempty"`
+	BindingFailureConditions []string `json:"bindingFailureConditions,omitempty"`
+	BindsToNode              bool     `json:"bindsToNode,omitempty"`
+	BindingDelaySeconds      int      `json:"bindingDelaySeconds,omitempty"`
+	// PerDeviceNodeSelection publishes the group in slices with perDeviceNodeSelection: true,
+	// each device naming its node (device.nodeName), as drivers of network-attached devices do.
+	PerDeviceNodeSelection bool `json:"perDeviceNodeSelection,omitempty"`
+}
+
+// RequestPolicy mirrors resource.k8s.io/v1 CapacityRequestPolicy: a default and either a set of
+// valid values or a range.
+type RequestPolicy struct {
+	Default     *resource.Quantity  `json:"default,omitempty"`
+	ValidValues []resource.Quantity `json:"validValues,omitempty"`
+	ValidRange  *PolicyRange        `json:"validRange,omitempty"`
+}
+
+// PolicyRange mirrors CapacityRequestPolicyRange. With Step, default, min, max and step must be
+// whole numbers (int64): the CRD's CEL can only divide integers.
+type PolicyRange struct {
+	Min  *resource.Quantity `json:"min,omitempty"`
+	Max  *resource.Quantity `json:"max,omitempty"`
+	Step *resource.Quantity `json:"step,omitempty"`
+}
+
+// Topology is a simulated host's PCIe and NUMA layout: NUMANodes × PCIeRootsPerNUMANode roots.
+// Device i of a group of n devices sits on root ⌊i·roots/n⌋, so the i-th GPU and the i-th NIC of
+// groups of equal size share a root; devices get resource.kubernetes.io/pcieRoot and numaNode.
+type Topology struct {
+	NUMANodes            int `json:"numaNodes"`
+	PCIeRootsPerNUMANode int `json:"pcieRootsPerNUMANode"`
 }
 
 // NodeStatus reports what was published for one node.

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/api/validate/content"
 	apimachineryvalidation "k8s.io/apimachinery/pkg/api/validation"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -57,10 +58,17 @@ func (p *Pool) Validate() []error {
 	} else {
 		errs = append(errs, dnsName(sp.Child("poolName"), s.PoolName, maxLabelValueLength, true)...)
 	}
-	if s.DeviceCount < 1 || s.DeviceCount > MaxDeviceCount {
-		errs = append(errs, field.Invalid(sp.Child("deviceCount"), s.DeviceCount, fmt.Sprintf("must be between 1 and %d (devices per node)", MaxDeviceCount)))
+	if s.DeviceGroups != nil {
+		errs = append(errs, s.validateGroups(sp)...)
+	} else {
+		if s.DeviceCount < 1 || s.DeviceCount > MaxDeviceCount {
+			errs = append(errs, field.Invalid(sp.Child("deviceCount"), s.DeviceCount, fmt.Sprintf("must be between 1 and %d (devices per node)", MaxDeviceCount)))
+		}
+		errs = append(errs, dnsName(sp.Child("deviceType"), s.DeviceType, maxDeviceTypeLength, true)...)
+		if s.Topology != nil {
+			errs = append(errs, field.Forbidden(sp.Child("topology"), "topology places the devices of spec.deviceGroups: set deviceGroups"))
+		}
 	}
-	errs = append(errs, dnsName(sp.Child("deviceType"), s.DeviceType, maxDeviceTypeLength, true)...)
 	if s.Profile != "" && !slices.Contains(KnownProfiles, s.Profile) {
 		errs = append(errs, field.NotSupported(sp.Child("profile"), s.Profile, KnownProfiles))
 	}
@@ -90,18 +98,7 @@ func (p *Pool) Validate() []error {
 		seen[n] = true
 	}
 
-	for name, v := range s.Attributes {
-		fp := sp.Child("attributes").Key(name)
-		errs = append(errs, identifier(fp, name)...)
-		errs = append(errs, validateAttribute(fp, v)...)
-	}
-	for name, q := range s.Capacities {
-		fp := sp.Child("capacities").Key(name)
-		errs = append(errs, identifier(fp, name)...)
-		if q.Sign() < 0 {
-			errs = append(errs, field.Invalid(fp, q.String(), "must not be negative"))
-		}
-	}
+	errs = append(errs, validateAttributes(sp, s.Attributes, s.Capacities)...)
 	if n := attributeAndCapacityCount(s); n > resourcev1.ResourceSliceMaxAttributesAndCapacitiesPerDevice {
 		errs = append(errs, field.Invalid(sp.Child("attributes"), n, fmt.Sprintf("devices would have %d attributes and capacities (built-in, profile and spec), at most %d are allowed",
 			n, resourcev1.ResourceSliceMaxAttributesAndCapacitiesPerDevice)))
@@ -110,14 +107,14 @@ func (p *Pool) Validate() []error {
 	for i, f := range s.Faults {
 		fp := sp.Child("faults").Index(i)
 		switch f.Mode {
-		case FaultHealthy, FaultUnhealthy, FaultCapacityExhausted, FaultDisappear:
+		case FaultHealthy, FaultUnhealthy, FaultCapacityExhausted, FaultDisappear, FaultBindingFailure:
 		default:
-			errs = append(errs, field.NotSupported(fp.Child("mode"), f.Mode, []FaultMode{FaultHealthy, FaultUnhealthy, FaultCapacityExhausted, FaultDisappear}))
+			errs = append(errs, field.NotSupported(fp.Child("mode"), f.Mode, []FaultMode{FaultHealthy, FaultUnhealthy, FaultCapacityExhausted, FaultDisappear, FaultBindingFailure}))
 		}
 		if f.Node != "" {
 			errs = append(errs, dnsName(fp.Child("node"), f.Node, 253, false)...)
 		}
-		if _, err := s.faultIndex(f.Device); err != nil {
+		if _, err := s.faultTarget(f.Device); err != nil {
 			errs = append(errs, field.Invalid(fp.Child("device"), f.Device.String(), err.Error()))
 		}
 	}
@@ -132,21 +129,69 @@ func (p *Pool) Validate() []error {
 	return out
 }
 
-// faultIndex resolves a fault's device reference to a device index.
-func (s *PoolSpec) faultIndex(d intstr.IntOrString) (int, error) {
+// faultTarget resolves a fault's device reference to a physical device: an index or
+// "<deviceType>-<index>" of the implicit group, or "<deviceType>-<index>" of a device group.
+func (s *PoolSpec) faultTarget(d intstr.IntOrString) (physicalRef, error) {
+	if len(s.DeviceGroups) == 0 {
+		i, err := deviceIndex(d, s.DeviceType, s.DeviceCount, true)
+		return physicalRef{group: -1, index: i}, err
+	}
+	if d.Type != intstr.String {
+		return physicalRef{}, fmt.Errorf("with deviceGroups, a fault names a device <deviceType>-<index>")
+	}
+	for gi, g := range s.DeviceGroups {
+		if strings.HasPrefix(d.StrVal, g.DeviceType+"-") {
+			if i, err := deviceIndex(d, g.DeviceType, g.Count, false); err == nil {
+				return physicalRef{group: gi, index: i}, nil
+			}
+		}
+	}
+	return physicalRef{}, fmt.Errorf("must name a device <deviceType>-<index> of a device group, with index below its count")
+}
+
+// FaultGroup returns the device group (nil for a pool without deviceGroups) and index a valid
+// fault names.
+func (s *PoolSpec) FaultGroup(d intstr.IntOrString) (*DeviceGroup, int, error) {
+	ref, err := s.faultTarget(d)
+	if err != nil || ref.group < 0 {
+		return nil, ref.index, err
+	}
+	return &s.DeviceGroups[ref.group], ref.index, nil
+}
+
+func deviceIndex(d intstr.IntOrString, deviceType string, count int, allowInt bool) (int, error) {
 	i := int(d.IntVal)
 	if d.Type == intstr.String {
-		num, ok := strings.CutPrefix(d.StrVal, s.DeviceType+"-")
+		num, ok := strings.CutPrefix(d.StrVal, deviceType+"-")
 		n, err := strconv.Atoi(num)
 		if !ok || err != nil || num != strconv.Itoa(n) {
-			return 0, fmt.Errorf("must be a device index or a device name %q", s.DeviceType+"-<index>")
+			return 0, fmt.Errorf("must be a device index or a device name %q", deviceType+"-<index>")
 		}
 		i = n
+	} else if !allowInt {
+		return 0, fmt.Errorf("must be a device name %q", deviceType+"-<index>")
 	}
-	if i < 0 || i >= s.DeviceCount {
+	if i < 0 || i >= count {
 		return 0, fmt.Errorf("device index must be in [0, deviceCount)")
 	}
 	return i, nil
+}
+
+func validateAttributes(sp *field.Path, attributes map[string]AttributeValue, capacities map[string]resource.Quantity) field.ErrorList {
+	var errs field.ErrorList
+	for name, v := range attributes {
+		fp := sp.Child("attributes").Key(name)
+		errs = append(errs, identifier(fp, name)...)
+		errs = append(errs, validateAttribute(fp, v)...)
+	}
+	for name, q := range capacities {
+		fp := sp.Child("capacities").Key(name)
+		errs = append(errs, identifier(fp, name)...)
+		if q.Sign() < 0 {
+			errs = append(errs, field.Invalid(fp, q.String(), "must not be negative"))
+		}
+	}
+	return errs
 }
 
 func validateAttribute(fp *field.Path, v AttributeValue) field.ErrorList {

@@ -22,9 +22,10 @@ var update = flag.Bool("update", false, "rewrite testdata/*.golden")
 // knownNames are the driver names the built-in machines use.
 var knownNames = Names{
 	Actions: []string{"deletePoolSlices", "removeFinalizer", "publishPoolSlices",
-		"recordPoolStatus", "allocateClaim"},
-	Observations: []string{"poolSpecInvalid", "poolSlicesOutOfDate", "claimNeedsSimulatedAllocation"},
-	Mappers:      []string{"podClaims", "pendingClaims"},
+		"recordPoolStatus", "allocateClaim", "setBindingConditions", "deallocateClaim"},
+	Observations: []string{"poolSpecInvalid", "poolSlicesOutOfDate", "claimNeedsSimulatedAllocation",
+		"claimAwaitsBindingConditions", "claimBindingFailed"},
+	Mappers: []string{"podClaims", "pendingClaims"},
 }
 
 // Every message must start with file:line:col of a line in the file at fault.
@@ -128,7 +129,7 @@ func TestDefault(t *testing.T) {
 		t.Errorf("pool outcomes %v related %v", pool.Outcomes, pool.Related)
 	}
 	deg := pool.States["synced"].Conditions[2]
-	if deg.Type != "Degraded" || deg.When == nil || deg.When.Of != "crd" || deg.When.AtLeast == nil || *deg.When.AtLeast != 1 {
+	if deg.Type != "Degraded" || deg.When == nil || deg.When.Of != "crd" || deg.When.AtLeast == nil || *deg.When.AtLeast != 2 {
 		t.Errorf("pool Degraded condition = %+v", deg)
 	}
 	b := pool.Backoff

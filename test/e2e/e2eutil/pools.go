@@ -37,7 +37,13 @@ func (e *Env) PoolSlices(t testing.TB, ns, name string) map[string]string {
 		for _, d := range s.Spec.Devices {
 			devs = append(devs, d.Name)
 		}
-		out[*s.Spec.NodeName] += fmt.Sprintf("pool=%s gen=%d count=%d devices=%s", s.Spec.Pool.Name, s.Spec.Pool.Generation,
+		node := ""
+		if s.Spec.NodeName != nil {
+			node = *s.Spec.NodeName
+		} else if len(s.Spec.Devices) > 0 && s.Spec.Devices[0].NodeName != nil { // perDeviceNodeSelection
+			node = *s.Spec.Devices[0].NodeName
+		}
+		out[node] += fmt.Sprintf("pool=%s gen=%d count=%d devices=%s", s.Spec.Pool.Name, s.Spec.Pool.Generation,
 			s.Spec.Pool.ResourceSliceCount, strings.Join(devs, ","))
 	}
 	return out

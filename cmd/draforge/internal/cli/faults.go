@@ -63,7 +63,7 @@ func patchPoolFaults(ctx context.Context, dyn dynamic.Interface, ns, name string
 func newInjectFault(kf *kubeFlags) *cobra.Command {
 	var device, node, mode string
 	cmd := &cobra.Command{
-		Use:   "inject-fault POOL --device DEVICE --mode unhealthy|capacity-exhausted|disappear|healthy",
+		Use:   "inject-fault POOL --device DEVICE --mode unhealthy|capacity-exhausted|disappear|binding-failure|healthy",
 		Short: "Set a fault on one device of a SimulatedDevicePool (spec.faults)",
 		Long: `inject-fault records a fault for a device (by name, e.g. gpu-1, or index) on one node
 (--node) or on every targeted node. unhealthy and capacity-exhausted taint the device,
@@ -93,7 +93,7 @@ disappear removes it from its slice, healthy removes the device's fault on that 
 	}
 	cmd.Flags().StringVar(&device, "device", "", "device name (gpu-1) or index (1)")
 	cmd.Flags().StringVar(&node, "node", "", "node the fault applies to (default: every targeted node)")
-	cmd.Flags().StringVar(&mode, "mode", "unhealthy", "unhealthy, capacity-exhausted, disappear or healthy")
+	cmd.Flags().StringVar(&mode, "mode", "unhealthy", "unhealthy, capacity-exhausted, disappear, binding-failure or healthy")
 	return cmd
 }
 

@@ -16,7 +16,7 @@ import (
 )
 
 // Modes are the accepted --mode values.
-var Modes = []simdevice.FaultMode{simdevice.FaultUnhealthy, simdevice.FaultCapacityExhausted, simdevice.FaultDisappear, simdevice.FaultHealthy}
+var Modes = []simdevice.FaultMode{simdevice.FaultUnhealthy, simdevice.FaultCapacityExhausted, simdevice.FaultDisappear, simdevice.FaultBindingFailure, simdevice.FaultHealthy}
 
 // ParseMode checks a mode name.
 func ParseMode(s string) (simdevice.FaultMode, error) {
@@ -39,31 +39,29 @@ func DeviceRef(s string) intstr.IntOrString {
 	return intstr.FromString(s)
 }
 
-// index resolves a device reference to its index in the pool, or -1.
-func index(p *simdevice.Pool, d intstr.IntOrString) int {
-	if d.Type == intstr.Int {
-		return d.IntValue()
+// target resolves a device reference to "<group>/<index>" (the implicit group is ""), or "".
+func target(p *simdevice.Pool, d intstr.IntOrString) string {
+	g, i, err := p.Spec.FaultGroup(d)
+	if err != nil {
+		return ""
 	}
-	if i, ok := strings.CutPrefix(d.StrVal, p.Spec.DeviceType+"-"); ok {
-		if n, err := strconv.Atoi(i); err == nil && strconv.Itoa(n) == i {
-			return n
-		}
+	if g == nil {
+		return "/" + strconv.Itoa(i)
 	}
-	return -1
+	return g.DeviceType + "/" + strconv.Itoa(i)
 }
 
 // Set returns the pool's faults with any fault on the same device and node replaced by one
 // with mode; mode "healthy" removes the device's faults on that node instead of recording a
 // no-op fault. The result is validated with the pool's own validation.
 func Set(p *simdevice.Pool, device intstr.IntOrString, node string, mode simdevice.FaultMode) ([]simdevice.Fault, error) {
-	i := index(p, device)
-	if i < 0 || i >= p.Spec.DeviceCount {
-		return nil, fmt.Errorf("SimulatedDevicePool %s/%s has no device %s (devices are %s-0..%s-%d)",
-			p.Namespace, p.Name, device.String(), p.Spec.DeviceType, p.Spec.DeviceType, p.Spec.DeviceCount-1)
+	key := target(p, device)
+	if key == "" {
+		return nil, fmt.Errorf("SimulatedDevicePool %s/%s has no device %s (%s)", p.Namespace, p.Name, device.String(), deviceNames(p))
 	}
 	var out []simdevice.Fault
 	for _, f := range p.Spec.Faults {
-		if f.Node == node && index(p, f.Device) == i {
+		if f.Node == node && target(p, f.Device) == key {
 			continue
 		}
 		out = append(out, f)
@@ -92,4 +90,16 @@ func MergePatch(resourceVersion string, faults []simdevice.Fault) ([]byte, error
 		patch["metadata"] = map[string]any{"resourceVersion": resourceVersion}
 	}
 	return json.Marshal(patch)
+}
+
+// deviceNames describes the pool's physical devices for an error message.
+func deviceNames(p *simdevice.Pool) string {
+	if len(p.Spec.DeviceGroups) == 0 {
+		return fmt.Sprintf("devices are %s-0..%s-%d", p.Spec.DeviceType, p.Spec.DeviceType, p.Spec.DeviceCount-1)
+	}
+	var parts []string
+	for _, g := range p.Spec.DeviceGroups {
+		parts = append(parts, fmt.Sprintf("%s-0..%s-%d", g.DeviceType, g.DeviceType, g.Count-1))
+	}
+	return "devices are " + strings.Join(parts, ", ")
 }

@@ -104,7 +104,7 @@ func Build(s *inventory.Snapshot) *Graph {
 
 	for _, p := range s.Pools {
 		b.node(Node{ID: sdpID(p.Namespace, p.Name), Kind: KindSDP, Name: p.Name, Namespace: p.Namespace,
-			Attributes: map[string]string{"driver": p.Spec.DriverName, "deviceType": p.Spec.DeviceType, "deviceCount": fmt.Sprint(p.Spec.DeviceCount)}})
+			Attributes: map[string]string{"driver": p.Spec.DriverName, "deviceType": p.Spec.DeviceTypes(), "deviceCount": fmt.Sprint(p.Spec.PhysicalDevicesPerNode())}})
 	}
 	sdpInScope := map[string]bool{}
 	for _, p := range s.Pools {

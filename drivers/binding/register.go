@@ -1,0 +1,140 @@
+package binding
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	resourcev1 "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/draforge/draforge/drivers/gvr"
+	"github.com/draforge/draforge/drivers/simdevice"
+	"github.com/draforge/draforge/engine"
+)
+
+// Driver registers the binding-condition functions a claim machine calls:
+//
+//   - observation claimAwaitsBindingConditions: an allocated claim has a simulated device with
+//     binding conditions whose status the driver has not written yet;
+//   - action setBindingConditions: write the due conditions to status.devices (Pending with the
+//     time until the next device is due while its bindingDelaySeconds has not passed);
+//   - observation claimBindingFailed: a claim the simulator allocated (reserved for nobody) has
+//     a True binding failure condition or timed out (kube-scheduler's Filter/PostFilter verdict);
+//   - action deallocateClaim: clear allocation, reservedFor and status.devices, as
+//     kube-scheduler's PostFilter does, so the claim is allocated again.
+type Driver struct {
+	kube    kubernetes.Interface
+	Timeout time.Duration
+	now     func() time.Time
+
+	mu    sync.RWMutex
+	pools map[string]*simdevice.Pool
+}
+
+// New returns a Driver without informers (Register feeds it).
+func New(kube kubernetes.Interface) *Driver {
+	return &Driver{kube: kube, Timeout: DefaultTimeout, now: time.Now, pools: map[string]*simdevice.Pool{}}
+}
+
+// Register feeds the driver's pool index from inf and registers its functions in reg.
+func Register(reg *engine.Registry, inf *engine.Informers, kube kubernetes.Interface) *Driver {
+	d := New(kube)
+	engine.Feed(inf, gvr.SimulatedDevicePools, d.UpsertPool, d.DeletePool)
+	reg.Observation("claimAwaitsBindingConditions", d.awaits)
+	reg.Action("setBindingConditions", d.set)
+	reg.Observation("claimBindingFailed", d.failed)
+	reg.Action("deallocateClaim", d.deallocate)
+	return d
+}
+
+// UpsertPool records a pool's device groups (decoded and defaulted from the cached object).
+func (d *Driver) UpsertPool(u *unstructured.Unstructured) {
+	p, err := simdevice.FromUnstructured(u)
+	if err != nil {
+		return // invalid pools publish nothing
+	}
+	d.mu.Lock()
+	d.pools[p.Namespace+"/"+p.Name] = p
+	d.mu.Unlock()
+}
+
+// DeletePool forgets a pool.
+func (d *Driver) DeletePool(u *unstructured.Unstructured) {
+	d.mu.Lock()
+	delete(d.pools, u.GetNamespace()+"/"+u.GetName())
+	d.mu.Unlock()
+}
+
+func (d *Driver) lookup() Lookup {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	ps := make([]*simdevice.Pool, 0, len(d.pools))
+	for _, p := range d.pools {
+		ps = append(ps, p)
+	}
+	return Index(ps)
+}
+
+func claimOf(obj *unstructured.Unstructured) (*resourcev1.ResourceClaim, error) {
+	c, ok := engine.Typed[resourcev1.ResourceClaim](obj)
+	if !ok {
+		return nil, fmt.Errorf("not a ResourceClaim: %s", obj.GetKind())
+	}
+	return c, nil
+}
+
+func (d *Driver) awaits(_ context.Context, obj *unstructured.Unstructured) (engine.Fact, error) {
+	c, err := claimOf(obj)
+	if err != nil {
+		return engine.Fact{}, err
+	}
+	_, changed, wait := Status(c, d.lookup(), d.now())
+	return engine.Holds(changed || wait > 0), nil
+}
+
+func (d *Driver) set(ctx context.Context, obj *unstructured.Unstructured) error {
+	c, err := claimOf(obj)
+	if err != nil {
+		return err
+	}
+	devices, changed, wait := Status(c, d.lookup(), d.now())
+	if changed {
+		c.Status.Devices = devices
+		if _, err := d.kube.ResourceV1().ResourceClaims(c.Namespace).UpdateStatus(ctx, c, metav1.UpdateOptions{}); err != nil {
+			return err
+		}
+	}
+	if wait > 0 {
+		return engine.Pending("BindingConditionsDue", fmt.Sprintf("binding conditions due in %s", wait.Round(time.Second)), wait)
+	}
+	return nil
+}
+
+func (d *Driver) failed(_ context.Context, obj *unstructured.Unstructured) (engine.Fact, error) {
+	c, err := claimOf(obj)
+	if err != nil {
+		return engine.Fact{}, err
+	}
+	if len(c.Status.ReservedFor) > 0 || c.DeletionTimestamp != nil {
+		return engine.Holds(false), nil // in use: kube-scheduler decides for its pods
+	}
+	_, verr := Verdict(c, d.Timeout, d.now())
+	if verr != nil {
+		return engine.Fact{Holds: true, Message: verr.Error()}, nil
+	}
+	return engine.Holds(false), nil
+}
+
+func (d *Driver) deallocate(ctx context.Context, obj *unstructured.Unstructured) error {
+	c, err := claimOf(obj)
+	if err != nil {
+		return err
+	}
+	c.Status.Allocation, c.Status.ReservedFor, c.Status.Devices = nil, nil, nil
+	_, err = d.kube.ResourceV1().ResourceClaims(c.Namespace).UpdateStatus(ctx, c, metav1.UpdateOptions{})
+	return err
+}
