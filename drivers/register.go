@@ -16,6 +16,7 @@ import (
 	"github.com/draforge/draforge/drivers/claims"
 	"github.com/draforge/draforge/drivers/compactslice"
 	"github.com/draforge/draforge/drivers/gvr"
+	podsDriver "github.com/draforge/draforge/drivers/pods"
 	"github.com/draforge/draforge/drivers/pools"
 	"github.com/draforge/draforge/engine"
 )
@@ -51,6 +52,7 @@ func Register(reg *engine.Registry, d Deps) (*Set, error) {
 	if err != nil {
 		return nil, err
 	}
+	podsDriver.Register(reg, d.Informers, d.Kube)
 	sweeper, err := p.Sweeper()
 	if err != nil {
 		return nil, err

@@ -170,7 +170,8 @@ type terminalMark struct {
 }
 
 func newRunner(e *Engine, m *machine.Machine) (*runner, error) {
-	if e.o.Informers.IsTyped(m.Resource) && len(m.Selector) == 0 {
+	selects := len(m.Selector) > 0 || m.FieldSelector != ""
+	if e.o.Informers.IsTyped(m.Resource) && !selects {
 		// Actions, observations and status writes work on unstructured objects; a machine
 		// with a selector gets its own unstructured informer (ForLabels).
 		return nil, fmt.Errorf("machine %s: resource %s is cached typed (give the machine a selector)", m.Name, m.Resource)
@@ -201,9 +202,10 @@ func newRunner(e *Engine, m *machine.Machine) (*runner, error) {
 			}
 		},
 	}
-	if len(m.Selector) > 0 {
-		// Only the selected objects are listed and watched (a label selector on the server).
-		r.inf = e.o.Informers.ForLabels(m.Resource, m.Selector)
+	if selects {
+		// Only the selected objects are listed and watched (label and field selectors on the
+		// server).
+		r.inf = e.o.Informers.ForSelector(m.Resource, m.Selector, m.FieldSelector)
 		if _, err := r.inf.AddEventHandler(own); err != nil {
 			return nil, err
 		}

@@ -143,15 +143,21 @@ func (i *Informers) ForName(gvr schema.GroupVersionResource, name string) cache.
 // unstructured objects (with every field), even for a resource drivers cache typed and pruned.
 // Call it before Start.
 func (i *Informers) ForLabels(gvr schema.GroupVersionResource, selector map[string]string) cache.SharedIndexInformer {
+	return i.ForSelector(gvr, selector, "")
+}
+
+// ForSelector is ForLabels with a field selector as well (e.g. "spec.nodeName!=": only bound
+// pods); an empty fieldSelector selects by labels only.
+func (i *Informers) ForSelector(gvr schema.GroupVersionResource, selector map[string]string, fieldSelector string) cache.SharedIndexInformer {
 	i.mu.Lock()
 	defer i.mu.Unlock()
 	sel := labels.SelectorFromSet(selector).String()
-	key := gvr.String() + "?" + sel
+	key := gvr.String() + "?" + sel + "&" + fieldSelector
 	if inf, ok := i.labelled[key]; ok {
 		return inf
 	}
 	f := dynamicinformer.NewFilteredDynamicSharedInformerFactory(i.client, 0, metav1.NamespaceAll, func(o *metav1.ListOptions) {
-		o.LabelSelector = sel
+		o.LabelSelector, o.FieldSelector = sel, fieldSelector
 	})
 	inf := f.ForResource(gvr).Informer()
 	_ = inf.SetTransform(stripManagedFields)

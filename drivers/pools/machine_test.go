@@ -17,9 +17,10 @@ import (
 // through engine.Decide with the driver's facts faked.
 
 var poolNames = machine.Names{
-	Actions:      []string{"deletePoolSlices", "removeFinalizer", "publishPoolSlices", "recordPoolStatus", "allocateClaim"},
-	Observations: []string{"poolSpecInvalid", "poolSlicesOutOfDate", "claimNeedsSimulatedAllocation"},
-	Mappers:      []string{"podClaims", "pendingClaims"},
+	Actions: []string{"deletePoolSlices", "removeFinalizer", "publishPoolSlices", "recordPoolStatus", "allocateClaim", "prepareClaims", "unprepareClaims"},
+	Observations: []string{"poolSpecInvalid", "poolSlicesOutOfDate", "claimNeedsSimulatedAllocation",
+		"podOnSimulatedNode", "podClaimsReserved", "podDeviceHealth", "podDeviceHealthChanged", "podNetwork"},
+	Mappers: []string{"podClaims", "pendingClaims", "claimPods", "slicePods"},
 }
 
 type facts struct {

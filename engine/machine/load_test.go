@@ -22,9 +22,10 @@ var update = flag.Bool("update", false, "rewrite testdata/*.golden")
 // knownNames are the driver names the built-in machines use.
 var knownNames = Names{
 	Actions: []string{"deletePoolSlices", "removeFinalizer", "publishPoolSlices",
-		"recordPoolStatus", "allocateClaim"},
-	Observations: []string{"poolSpecInvalid", "poolSlicesOutOfDate", "claimNeedsSimulatedAllocation"},
-	Mappers:      []string{"podClaims", "pendingClaims"},
+		"recordPoolStatus", "allocateClaim", "prepareClaims", "unprepareClaims"},
+	Observations: []string{"poolSpecInvalid", "poolSlicesOutOfDate", "claimNeedsSimulatedAllocation",
+		"podOnSimulatedNode", "podClaimsReserved", "podDeviceHealth", "podDeviceHealthChanged", "podNetwork"},
+	Mappers: []string{"podClaims", "pendingClaims", "claimPods", "slicePods"},
 }
 
 // Every message must start with file:line:col of a line in the file at fault.
@@ -101,8 +102,8 @@ func TestDefault(t *testing.T) {
 		byName[m.Name] = m
 	}
 	pool, claim := byName["pool"], byName["claim"]
-	if len(ms) != 3 || pool == nil || claim == nil || byName["node"] == nil {
-		t.Fatalf("want machines claim, node and pool, got %d", len(ms))
+	if len(ms) != 4 || pool == nil || claim == nil || byName["node"] == nil || byName["pod"] == nil {
+		t.Fatalf("want machines claim, node, pod and pool, got %d", len(ms))
 	}
 	if got := strings.Join(pool.StateOrder, ","); got != "pending,synced,blocked,invalid,finalizing,terminal-error" {
 		t.Errorf("pool state order %s", got)
@@ -155,7 +156,7 @@ func TestDefaultNeedsKnownNames(t *testing.T) {
 
 func TestLoadDir(t *testing.T) {
 	ms, err := LoadDir("../../machines", knownNames)
-	if err != nil || len(ms) != 3 || ms[0].Source != "../../machines/claim.cue" {
+	if err != nil || len(ms) != 4 || ms[0].Source != "../../machines/claim.cue" {
 		t.Fatalf("LoadDir: %d machines, %v", len(ms), err)
 	}
 }
