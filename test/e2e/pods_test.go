@@ -58,7 +58,9 @@ func newPodRig(t *testing.T, devices int, classExtra func(*resourcev1.DeviceClas
 	if _, err := e.Kube.ResourceV1().DeviceClasses().Create(ctx, class, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = e.Kube.ResourceV1().DeviceClasses().Delete(context.Background(), r.class, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = e.Kube.ResourceV1().DeviceClasses().Delete(context.Background(), r.class, metav1.DeleteOptions{})
+	})
 	tpl := &resourcev1.ResourceClaimTemplate{ObjectMeta: metav1.ObjectMeta{Name: "one-gpu"},
 		Spec: resourcev1.ResourceClaimTemplateSpec{Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{
 			Requests: []resourcev1.DeviceRequest{{Name: "gpu", Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: r.class}}}}}}}
