@@ -299,3 +299,90 @@ func TestPodLifecycle(t *testing.T) {
 		t.Errorf("failed pod containers %+v", p.Status.ContainerStatuses)
 	}
 }
+
+// TestPodDeviceFaults: faults reach workloads through the upstream controllers.
+//   - a DeviceTaintRule putting a NoExecute taint on the device a running pod holds makes
+//     kube-controller-manager's device-taint-eviction controller evict the pod; the simulated
+//     kubelet completes the removal and the claim is deleted;
+//   - with every device tainted NoSchedule, a new pod stays Pending with the scheduler's reason.
+func TestPodDeviceFaults(t *testing.T) {
+	r := newPodRig(t, 2, nil)
+	e, ctx := r.e, t.Context()
+	if _, err := e.Kube.CoreV1().Pods(e.Namespace).Create(ctx, r.gpuPod("victim", nil), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	p := r.waitPod(t, "victim", 60*time.Second, podRunning)
+	claim := r.claimOf(t, p)
+	res := claim.Status.Allocation.Devices.Results[0]
+	rule := func(name string, device *string, effect resourcev1.DeviceTaintEffect) {
+		dtr := &resourcev1.DeviceTaintRule{ObjectMeta: metav1.ObjectMeta{Name: r.prefix + "-" + name},
+			Spec: resourcev1.DeviceTaintRuleSpec{
+				DeviceSelector: &resourcev1.DeviceTaintSelector{Driver: ptr.To(r.driver), Device: device},
+				Taint:          resourcev1.DeviceTaint{Key: "draforge.test/" + name, Value: "true", Effect: effect},
+			}}
+		if _, err := e.Kube.ResourceV1().DeviceTaintRules().Create(ctx, dtr, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = e.Kube.ResourceV1().DeviceTaintRules().Delete(context.Background(), dtr.Name, metav1.DeleteOptions{})
+		})
+	}
+	rule("broken", ptr.To(res.Device), resourcev1.DeviceTaintEffectNoExecute)
+	eventually(t, 60*time.Second, func() (bool, string) {
+		p, err := e.Kube.CoreV1().Pods(e.Namespace).Get(ctx, "victim", metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return true, ""
+		}
+		if err != nil {
+			return false, err.Error()
+		}
+		return false, fmt.Sprintf("victim not evicted: phase %s deletion %v conditions %+v", p.Status.Phase, p.DeletionTimestamp, p.Status.Conditions)
+	})
+	r.waitClaimGone(t, claim.Name)
+
+	// Every device tainted: the scheduler leaves the pod Pending and says why.
+	rule("drained", nil, resourcev1.DeviceTaintEffectNoSchedule)
+	if _, err := e.Kube.CoreV1().Pods(e.Namespace).Create(ctx, r.gpuPod("waiting", nil), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	r.waitPod(t, "waiting", 60*time.Second, func(p *corev1.Pod) (bool, string) {
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && strings.Contains(c.Message, "cannot allocate all claims") {
+				return p.Spec.NodeName == "" && p.Status.Phase == corev1.PodPending, ""
+			}
+		}
+		return false, fmt.Sprintf("waiting: node %q phase %s conditions %+v", p.Spec.NodeName, p.Status.Phase, p.Status.Conditions)
+	})
+}
+
+// TestExtendedResourcePod: a pod asking for nvidia.com/gpu: 1, with a DeviceClass naming that
+// extended resource (DRAExtendedResource, GA and locked on in 1.37), gets a device from the
+// scheduler's extended-resource claim, prepared by the simulated kubelet, and runs.
+func TestExtendedResourcePod(t *testing.T) {
+	r := newPodRig(t, 1, func(c *resourcev1.DeviceClass) { c.Spec.ExtendedResourceName = ptr.To("nvidia.com/gpu") })
+	e, ctx := r.e, t.Context()
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "cuda"}, Spec: corev1.PodSpec{
+		NodeSelector:  map[string]string{"draforge.test/pool": r.prefix},
+		RestartPolicy: corev1.RestartPolicyNever,
+		Containers: []corev1.Container{{Name: "main", Image: "registry.k8s.io/pause:3.10",
+			Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{"nvidia.com/gpu": mustQuantity(t, "1")}}}},
+	}}
+	if _, err := e.Kube.CoreV1().Pods(e.Namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	p := r.waitPod(t, "cuda", 60*time.Second, podRunning)
+	st := p.Status.ExtendedResourceClaimStatus
+	if st == nil || st.ResourceClaimName == "" {
+		t.Fatalf("no extended resource claim status: %+v", p.Status)
+	}
+	c, err := e.Kube.ResourceV1().ResourceClaims(e.Namespace).Get(ctx, st.ResourceClaimName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Status.Allocation == nil || len(c.Status.Allocation.Devices.Results) != 1 || c.Status.Allocation.Devices.Results[0].Driver != r.driver {
+		t.Fatalf("extended resource claim allocation %+v", c.Status.Allocation)
+	}
+	if len(c.Status.Devices) != 1 || c.Status.Devices[0].Device != c.Status.Allocation.Devices.Results[0].Device {
+		t.Errorf("extended resource claim not prepared: status.devices %+v", c.Status.Devices)
+	}
+}
