@@ -16,6 +16,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
@@ -212,7 +213,10 @@ func (d *Driver) prepare(ctx context.Context, obj *unstructured.Unstructured) er
 		}
 		for _, driver := range drivers(c.claim) {
 			entries := devicestatus.Entries(c.claim, driver, network, now)
-			if err := devicestatus.Apply(ctx, d.kube.ResourceV1(), c.claim, driver, entries); err != nil {
+			if err := devicestatus.Apply(ctx, d.kube.ResourceV1(), c.claim, driver, entries); isGone(err) {
+				// Deleted or replaced since the cache saw it: wait for the new one.
+				return engine.Pending("ClaimGone", err.Error(), time.Second)
+			} else if err != nil {
 				return err
 			}
 		}
