@@ -2,6 +2,7 @@ package machine
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"io/fs"
@@ -235,6 +236,7 @@ func TestStandardLibraryImport(t *testing.T) {
 	src := `package machines
 
 import (
+	"encoding/json"
 	"strings"
 	"github.com/draforge/draforge/schemas"
 )
@@ -274,4 +276,41 @@ func FuzzLoad(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestPodMachineDecodes: the pod machine's field selector, its grace-0 delete and its
+// templates (toJSON/fromJSON over a driver observation's message) come through the loader.
+func TestPodMachineDecodes(t *testing.T) {
+	ms, err := Default(knownNames)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pod *Machine
+	for _, m := range ms {
+		if m.Name == "pod" {
+			pod = m
+		}
+	}
+	if pod == nil || pod.FieldSelector != "spec.nodeName!=" || len(pod.Selector) != 0 {
+		t.Fatalf("pod machine selector: %+v", pod)
+	}
+	release := pod.AnyState[0]
+	del := release.Actions[len(release.Actions)-1]
+	if !del.Delete || del.GracePeriodSeconds == nil || *del.GracePeriodSeconds != 0 {
+		t.Errorf("release ends with %+v, want delete with grace period 0", del)
+	}
+	tpl, err := CompileString(`json:[{{range $i, $c := .containers}}{{if $i}},{{end}}{{toJSON (index (fromJSON $.health) $c)}}{{end}}]`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := tpl.Render(map[string]any{"containers": []any{"a", "b"}, "health": `{"a":[1],"b":{"x":"y"}}`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := json.Marshal(got); string(b) != `[[1],{"x":"y"}]` {
+		t.Errorf("rendered %s", b)
+	}
+	if _, err := tpl.Render(map[string]any{"containers": []any{"a"}, "health": `{not json`}); err == nil {
+		t.Error("fromJSON of bad JSON must fail the render")
+	}
 }
