@@ -70,6 +70,7 @@ func CacheTyped(inf *engine.Informers) {
 	inf.CacheTyped(gvr.DeviceClasses, func() runtime.Object { return &resourcev1.DeviceClass{} }, nil)
 	inf.CacheTyped(gvr.Nodes, func() runtime.Object { return &corev1.Node{} }, pruneNode)
 	inf.CacheTyped(gvr.Pods, func() runtime.Object { return &corev1.Pod{} }, prunePod)
+	inf.PruneSelected(gvr.Pods, podsDriver.Prune)
 }
 
 // prunePod keeps what allocator.ClaimNeedsSimulatedAllocation, the pod index, the podClaims

@@ -250,6 +250,38 @@ func (d *Driver) unprepare(ctx context.Context, obj *unstructured.Unstructured) 
 	return nil
 }
 
+// Prune keeps of a pod what the pod machine and this driver read: metadata, status, and of the
+// spec nodeName, resourceClaims and each container's name, image and resources (claims,
+// extended resources). The pod machine caches every bound pod, so the rest (volumes, env,
+// affinity, ...) would multiply the controller's memory.
+func Prune(u *unstructured.Unstructured) {
+	spec, ok := u.Object["spec"].(map[string]any)
+	if !ok {
+		return
+	}
+	kept := map[string]any{}
+	for _, k := range []string{"nodeName", "resourceClaims"} {
+		if v, ok := spec[k]; ok {
+			kept[k] = v
+		}
+	}
+	if cs, ok := spec["containers"].([]any); ok {
+		out := make([]any, 0, len(cs))
+		for _, c := range cs {
+			m, _ := c.(map[string]any)
+			e := map[string]any{}
+			for _, k := range []string{"name", "image", "resources"} {
+				if v, ok := m[k]; ok {
+					e[k] = v
+				}
+			}
+			out = append(out, e)
+		}
+		kept["containers"] = out
+	}
+	u.Object["spec"] = kept
+}
+
 // isGone: the claim was deleted (or re-created under another UID) since the cache saw it.
 func isGone(err error) bool { return apierrors.IsNotFound(err) || apierrors.IsInvalid(err) }
 
