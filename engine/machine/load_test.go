@@ -236,7 +236,6 @@ func TestStandardLibraryImport(t *testing.T) {
 	src := `package machines
 
 import (
-	"encoding/json"
 	"strings"
 	"github.com/draforge/draforge/schemas"
 )
