@@ -18,6 +18,7 @@ import (
 	"github.com/draforge/draforge/drivers/claims"
 	"github.com/draforge/draforge/drivers/compactslice"
 	"github.com/draforge/draforge/drivers/gvr"
+	podsDriver "github.com/draforge/draforge/drivers/pods"
 	"github.com/draforge/draforge/drivers/pools"
 	"github.com/draforge/draforge/engine"
 )
@@ -73,6 +74,7 @@ func register(reg *engine.Registry, d Deps) (*Set, error) {
 		return nil, err
 	}
 	b := binding.Register(reg, d.Informers, d.Kube)
+	podsDriver.Register(reg, d.Informers, d.Kube)
 	return &Set{Claims: c, Pools: p, Binding: b}, nil
 }
 
@@ -87,6 +89,7 @@ func CacheTyped(inf *engine.Informers) {
 	inf.CacheTyped(gvr.DeviceTaintRules, func() runtime.Object { return &resourcev1.DeviceTaintRule{} }, nil)
 	inf.CacheTyped(gvr.Nodes, func() runtime.Object { return &corev1.Node{} }, pruneNode)
 	inf.CacheTyped(gvr.Pods, func() runtime.Object { return &corev1.Pod{} }, prunePod)
+	inf.PruneSelected(gvr.Pods, podsDriver.Prune)
 }
 
 // prunePod keeps what allocator.ClaimNeedsSimulatedAllocation, the pod index, the podClaims

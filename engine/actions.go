@@ -63,7 +63,10 @@ func (r *runner) run(ctx context.Context, obj *unstructured.Unstructured, a mach
 	case a.Finalizer != nil:
 		return r.finalizer(ctx, obj, a.Finalizer)
 	case a.Delete:
-		err := r.e.o.Dynamic.Resource(r.m.Resource).Namespace(obj.GetNamespace()).Delete(ctx, obj.GetName(), metav1.DeleteOptions{})
+		// The UID precondition never deletes a re-created object of the same name.
+		uid := obj.GetUID()
+		err := r.e.o.Dynamic.Resource(r.m.Resource).Namespace(obj.GetNamespace()).Delete(ctx, obj.GetName(),
+			metav1.DeleteOptions{GracePeriodSeconds: a.GracePeriodSeconds, Preconditions: &metav1.Preconditions{UID: &uid}})
 		if apierrors.IsNotFound(err) {
 			return nil
 		}

@@ -172,9 +172,10 @@ type terminalMark struct {
 // unstructured informer of their own, when m has a selector, else the shared informer of its
 // resource, which must then be cached unstructured.
 func MachineInformer(inf *Informers, m *machine.Machine) (cache.SharedIndexInformer, error) {
-	if len(m.Selector) > 0 {
-		// Only the selected objects are listed and watched (a label selector on the server).
-		return inf.ForLabels(m.Resource, m.Selector), nil
+	if len(m.Selector) > 0 || m.FieldSelector != "" {
+		// Only the selected objects are listed and watched (label and field selectors on the
+		// server).
+		return inf.ForSelector(m.Resource, m.Selector, m.FieldSelector), nil
 	}
 	if inf.IsTyped(m.Resource) {
 		// Actions, observations and status writes work on unstructured objects.
@@ -214,7 +215,7 @@ func newRunner(e *Engine, m *machine.Machine) (*runner, error) {
 			}
 		},
 	}
-	if len(m.Selector) > 0 {
+	if len(m.Selector) > 0 || m.FieldSelector != "" {
 		if _, err := r.inf.AddEventHandler(own); err != nil {
 			return nil, err
 		}

@@ -40,6 +40,8 @@ type Informers struct {
 	dispatch map[schema.GroupVersionResource]*dispatcher
 	// typed are the resources cached as typed objects instead of unstructured (see CacheTyped).
 	typed map[schema.GroupVersionResource]cache.TransformFunc
+	// pruned shrink the unstructured objects of selector informers (see PruneSelected).
+	pruned map[schema.GroupVersionResource]func(*unstructured.Unstructured)
 }
 
 // NewInformers returns informers over client with no periodic resync: the engine is event-driven.
@@ -59,7 +61,17 @@ func NewInformers(client dynamic.Interface) *Informers {
 		factories: []dynamicinformer.DynamicSharedInformerFactory{f},
 		dispatch:  map[schema.GroupVersionResource]*dispatcher{},
 		typed:     map[schema.GroupVersionResource]cache.TransformFunc{},
+		pruned:    map[schema.GroupVersionResource]func(*unstructured.Unstructured){},
 	}
+}
+
+// PruneSelected makes the selector informers of gvr (ForSelector, ForLabels) pass each
+// unstructured object through prune before caching it, to drop fields no machine, template or
+// driver reads (a pod's volumes, env, affinity...). Call it before those informers are created.
+func (i *Informers) PruneSelected(gvr schema.GroupVersionResource, prune func(*unstructured.Unstructured)) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	i.pruned[gvr] = prune
 }
 
 // CacheTyped makes the informers of gvr cache typed objects (newObj's type) instead of
@@ -165,18 +177,31 @@ func (i *Informers) scopedFor(gvr schema.GroupVersionResource, namespace, name s
 // unstructured objects (with every field), even for a resource drivers cache typed and pruned.
 // Call it before Start.
 func (i *Informers) ForLabels(gvr schema.GroupVersionResource, selector map[string]string) cache.SharedIndexInformer {
+	return i.ForSelector(gvr, selector, "")
+}
+
+// ForSelector is ForLabels with a field selector as well (e.g. "spec.nodeName!=": only bound
+// pods); an empty fieldSelector selects by labels only.
+func (i *Informers) ForSelector(gvr schema.GroupVersionResource, selector map[string]string, fieldSelector string) cache.SharedIndexInformer {
 	i.mu.Lock()
 	defer i.mu.Unlock()
 	sel := labels.SelectorFromSet(selector).String()
-	key := gvr.String() + "?" + sel
+	key := gvr.String() + "?" + sel + "&" + fieldSelector
 	if inf, ok := i.labelled[key]; ok {
 		return inf
 	}
 	f := dynamicinformer.NewFilteredDynamicSharedInformerFactory(i.client, 0, metav1.NamespaceAll, func(o *metav1.ListOptions) {
-		o.LabelSelector = sel
+		o.LabelSelector, o.FieldSelector = sel, fieldSelector
 	})
 	inf := f.ForResource(gvr).Informer()
-	_ = inf.SetTransform(stripManagedFields)
+	prune := i.pruned[gvr]
+	_ = inf.SetTransform(func(obj any) (any, error) {
+		obj, err := stripManagedFields(obj)
+		if u, ok := obj.(*unstructured.Unstructured); ok && prune != nil {
+			prune(u)
+		}
+		return obj, err
+	})
 	i.labelled[key] = inf
 	i.factories = append(i.factories, f)
 	return inf

@@ -16,9 +16,13 @@ import (
 // is not allocated, not being deleted, and no unscheduled pod (spec.nodeName == "") references
 // it, because kube-scheduler allocates the claims of the pods it schedules and we must not race
 // it. pods may be any superset of the referencing pods (for example all pods of the namespace):
-// references are checked here.
+// references are checked here. A claim controlled by a Pod (generated from a template, or an
+// extended-resource claim) is never ours: only kube-scheduler allocates it, and one whose pod
+// is done or gone must stay unallocated, as kube-controller-manager's resourceclaim controller
+// deletes it then (it re-creates a deleted template claim even for a finished pod, v1.37.2
+// pkg/controller/resourceclaim podNeedsWork, and such a claim must not take devices).
 func ClaimNeedsSimulatedAllocation(claim *resourcev1.ResourceClaim, pods []*corev1.Pod) bool {
-	if claim.Status.Allocation != nil || claim.DeletionTimestamp != nil {
+	if claim.Status.Allocation != nil || claim.DeletionTimestamp != nil || controlledByPod(claim) {
 		return false
 	}
 	for _, pod := range pods {
@@ -40,6 +44,15 @@ func PodReferencesClaim(pod *corev1.Pod, claim *resourcev1.ResourceClaim) bool {
 		return true
 	}
 	return isOwnerPod(claim, pod.UID)
+}
+
+func controlledByPod(claim *resourcev1.ResourceClaim) bool {
+	for _, ref := range claim.OwnerReferences {
+		if ref.APIVersion == "v1" && ref.Kind == "Pod" && ptr.Deref(ref.Controller, false) {
+			return true
+		}
+	}
+	return false
 }
 
 func isOwnerPod(claim *resourcev1.ResourceClaim, podUID types.UID) bool {

@@ -59,6 +59,8 @@ func TestClaimNeedsSimulatedAllocation(t *testing.T) {
 		{"unscheduled pod, template status", claim(), []*corev1.Pod{templateRef(newPod("p", ""), "gpu-x7k2q")}, false},
 		{"unscheduled pod, other claim", claim(), []*corev1.Pod{templateRef(newPod("p", ""), "gpu-other")}, true},
 		{"unscheduled owner pod before status", ownedBy(claim(), owner), []*corev1.Pod{owner}, false},
+		{"owner pod done or gone", ownedBy(claim(), owner), nil, false},
+		{"owner pod scheduled", ownedBy(claim(), newPod("owner", "node-a")), []*corev1.Pod{newPod("owner", "node-a")}, false},
 		{"pod in other namespace", claim(), []*corev1.Pod{otherNS}, true},
 		{"scheduled and unscheduled", claim(), []*corev1.Pod{directRef(newPod("a", "node-a"), "gpu-x7k2q"), directRef(newPod("b", ""), "gpu-x7k2q")}, false},
 	} {

@@ -18,10 +18,11 @@ import (
 
 var poolNames = machine.Names{
 	Actions: []string{"deletePoolSlices", "removeFinalizer", "publishPoolSlices", "recordPoolStatus", "allocateClaim",
-		"setBindingConditions", "deallocateClaim"},
+		"setBindingConditions", "deallocateClaim", "prepareClaims", "unprepareClaims"},
 	Observations: []string{"poolSpecInvalid", "poolSlicesOutOfDate", "claimNeedsSimulatedAllocation",
-		"claimAwaitsBindingConditions", "claimBindingFailed"},
-	Mappers: []string{"podClaims", "pendingClaims"},
+		"claimAwaitsBindingConditions", "claimBindingFailed",
+		"podOnSimulatedNode", "podClaimsReserved", "podDeviceHealth", "podDeviceHealthChanged", "podNetwork"},
+	Mappers: []string{"podClaims", "pendingClaims", "claimPods", "slicePods"},
 }
 
 type facts struct {

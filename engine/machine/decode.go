@@ -35,7 +35,7 @@ func (c *checker) decode(name string, s *spec) *Machine {
 		HistoryLimit: s.HistoryLimit,
 	}
 	if s.Selector != nil {
-		m.Selector = s.Selector.Labels
+		m.Selector, m.FieldSelector = s.Selector.Labels, s.Selector.Fields
 	}
 	for i, t := range s.Triggers {
 		tr := Trigger{Resource: t.Resource, Map: t.Map, NameLabel: t.NameLabel, NamespaceLabel: t.NamespaceLabel,
@@ -168,13 +168,15 @@ func (c *checker) action(raw json.RawMessage, sels ...any) Action {
 		}
 		Finalizer *FinalizerAction
 		Delete    bool
-		Event     *struct{ Type, Reason, Message string }
+		// GracePeriodSeconds is the delete action's grace period (nil: the resource's default).
+		GracePeriodSeconds *int64
+		Event              *struct{ Type, Reason, Message string }
 	}
 	if err := json.Unmarshal(raw, &a); err != nil {
 		c.errorf(sels, "%v", err)
 		return Action{}
 	}
-	out := Action{Finalizer: a.Finalizer, Delete: a.Delete}
+	out := Action{Finalizer: a.Finalizer, Delete: a.Delete, GracePeriodSeconds: a.GracePeriodSeconds}
 	switch {
 	case a.Patch != nil:
 		out.Patch = &PatchAction{}

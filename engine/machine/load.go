@@ -313,10 +313,13 @@ func (l *loader) file(files fs.FS, name, display string) (out []*Machine) {
 type spec struct {
 	Resource   schema.GroupVersionResource
 	Namespaced bool
-	Selector   *struct{ Labels map[string]string }
-	Status     StatusPolicy
-	Triggers   []specTrigger
-	Related    map[string]struct {
+	Selector   *struct {
+		Labels map[string]string
+		Fields string
+	}
+	Status   StatusPolicy
+	Triggers []specTrigger
+	Related  map[string]struct {
 		Resource        schema.GroupVersionResource
 		Namespace, Name string
 	}

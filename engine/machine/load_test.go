@@ -2,6 +2,7 @@ package machine
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"io/fs"
@@ -22,10 +23,11 @@ var update = flag.Bool("update", false, "rewrite testdata/*.golden")
 // knownNames are the driver names the built-in machines use.
 var knownNames = Names{
 	Actions: []string{"deletePoolSlices", "removeFinalizer", "publishPoolSlices",
-		"recordPoolStatus", "allocateClaim", "setBindingConditions", "deallocateClaim"},
+		"recordPoolStatus", "allocateClaim", "setBindingConditions", "deallocateClaim", "prepareClaims", "unprepareClaims"},
 	Observations: []string{"poolSpecInvalid", "poolSlicesOutOfDate", "claimNeedsSimulatedAllocation",
-		"claimAwaitsBindingConditions", "claimBindingFailed"},
-	Mappers: []string{"podClaims", "pendingClaims"},
+		"claimAwaitsBindingConditions", "claimBindingFailed",
+		"podOnSimulatedNode", "podClaimsReserved", "podDeviceHealth", "podDeviceHealthChanged", "podNetwork"},
+	Mappers: []string{"podClaims", "pendingClaims", "claimPods", "slicePods"},
 }
 
 // Every message must start with file:line:col of a line in the file at fault.
@@ -102,8 +104,8 @@ func TestDefault(t *testing.T) {
 		byName[m.Name] = m
 	}
 	pool, claim := byName["pool"], byName["claim"]
-	if len(ms) != 3 || pool == nil || claim == nil || byName["node"] == nil {
-		t.Fatalf("want machines claim, node and pool, got %d", len(ms))
+	if len(ms) != 4 || pool == nil || claim == nil || byName["node"] == nil || byName["pod"] == nil {
+		t.Fatalf("want machines claim, node, pod and pool, got %d", len(ms))
 	}
 	if got := strings.Join(pool.StateOrder, ","); got != "pending,synced,blocked,invalid,finalizing,terminal-error" {
 		t.Errorf("pool state order %s", got)
@@ -160,7 +162,7 @@ func TestDefaultNeedsKnownNames(t *testing.T) {
 
 func TestLoadDir(t *testing.T) {
 	ms, err := LoadDir("../../machines", knownNames)
-	if err != nil || len(ms) != 3 || ms[0].Source != "../../machines/claim.cue" {
+	if err != nil || len(ms) != 4 || ms[0].Source != "../../machines/claim.cue" {
 		t.Fatalf("LoadDir: %d machines, %v", len(ms), err)
 	}
 }
@@ -278,4 +280,41 @@ func FuzzLoad(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestPodMachineDecodes: the pod machine's field selector, its grace-0 delete and its
+// templates (toJSON/fromJSON over a driver observation's message) come through the loader.
+func TestPodMachineDecodes(t *testing.T) {
+	ms, err := Default(knownNames)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pod *Machine
+	for _, m := range ms {
+		if m.Name == "pod" {
+			pod = m
+		}
+	}
+	if pod == nil || pod.FieldSelector != "spec.nodeName!=" || len(pod.Selector) != 0 {
+		t.Fatalf("pod machine selector: %+v", pod)
+	}
+	release := pod.AnyState[0]
+	del := release.Actions[len(release.Actions)-1]
+	if !del.Delete || del.GracePeriodSeconds == nil || *del.GracePeriodSeconds != 0 {
+		t.Errorf("release ends with %+v, want delete with grace period 0", del)
+	}
+	tpl, err := CompileString(`json:[{{range $i, $c := .containers}}{{if $i}},{{end}}{{toJSON (index (fromJSON $.health) $c)}}{{end}}]`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := tpl.Render(map[string]any{"containers": []any{"a", "b"}, "health": `{"a":[1],"b":{"x":"y"}}`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := json.Marshal(got); string(b) != `[[1],{"x":"y"}]` {
+		t.Errorf("rendered %s", b)
+	}
+	if _, err := tpl.Render(map[string]any{"containers": []any{"a"}, "health": `{not json`}); err == nil {
+		t.Error("fromJSON of bad JSON must fail the render")
+	}
 }

@@ -49,6 +49,9 @@ type Machine struct {
 	Namespaced bool
 	// Selector limits the machine to objects carrying all these labels.
 	Selector map[string]string
+	// FieldSelector, when set, is a field selector the machine's informer lists and watches
+	// with (e.g. "spec.nodeName!=": only bound pods).
+	FieldSelector string
 	// Status says what the engine may write on the object: conditions + observedGeneration.
 	Status StatusPolicy
 	// Triggers are other resources whose changes enqueue keys of this machine.
@@ -247,7 +250,10 @@ type Action struct {
 	Apply     *ApplyAction
 	Finalizer *FinalizerAction
 	Delete    bool
-	Event     *EventAction
+	// GracePeriodSeconds is the delete's grace period; nil leaves the resource's default (0
+	// completes a pod's graceful deletion, as the kubelet does).
+	GracePeriodSeconds *int64
+	Event              *EventAction
 }
 
 func (a Action) String() string {

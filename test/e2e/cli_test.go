@@ -319,10 +319,11 @@ func TestCLIScenarioVet(t *testing.T) {
 
 func TestCLIMachines(t *testing.T) {
 	out := mustCLI(t, "machines", "vet")
-	if !strings.Contains(out, "machine pool ok") || !strings.Contains(out, "machine claim ok") || !strings.Contains(out, "machine node ok") {
+	if !strings.Contains(out, "machine pool ok") || !strings.Contains(out, "machine claim ok") || !strings.Contains(out, "machine node ok") ||
+		!strings.Contains(out, "machine pod ok") {
 		t.Errorf("machines vet:\n%s", out)
 	}
-	if g := mustCLI(t, "machines", "graph"); strings.Count(g, "stateDiagram-v2") != 3 {
+	if g := mustCLI(t, "machines", "graph"); strings.Count(g, "stateDiagram-v2") != 4 {
 		t.Errorf("machines graph:\n%s", g)
 	}
 	dir := t.TempDir()

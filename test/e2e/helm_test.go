@@ -153,8 +153,13 @@ func TestHelmInstallAndRBAC(t *testing.T) {
 			"update coordination.k8s.io/leases#draforge-controller":                                         true,
 			"create coordination.k8s.io/leases":                                                             true,
 			// and nothing more
-			"delete /nodes":                                         false,
-			"create /pods":                                          false,
+			"delete /nodes": false,
+			"create /pods":  false,
+			"update /pods":  false,
+			// The pod machine: pods on simulated nodes (RBAC cannot select by node).
+			"delete /pods":                                          true,
+			"patch /pods/status":                                    true,
+			"update /pods/status":                                   false,
 			"get /secrets":                                          false,
 			"list /secrets":                                         false,
 			"update resource.k8s.io/resourceclaims":                 false,

@@ -10,13 +10,27 @@ import (
 	"testing"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
-// outcomeLine is "# outcome: <claim> allocated <node> [device]" or "# outcome: <claim> pending".
+// outcomeLine is "# outcome: <claim> allocated <node>[|<node>...] [device]" or
+// "# outcome: <claim> pending".
 var outcomeLine = regexp.MustCompile(`(?m)^# outcome: (\S+) (allocated|pending)(?: (\S+))?(?: (\S+))?$`)
+
+// workloadLine is a workload's outcome, checked in file order after the scenario's other
+// documents (claims aside) are applied and before its claims are:
+//
+//	# outcome: pod <name> running [<node>]   Running and Ready (on that node)
+//	# outcome: pod <name> pending            unscheduled, PodScheduled=False with a reason
+//	# outcome: pod <name> evicted            removed (e.g. by the device-taint eviction)
+//	# outcome: job <name> complete           Complete, and its pods' claims freed
+//	# outcome: deployment <name> running <n> pending <m>
+var workloadLine = regexp.MustCompile(`(?m)^# outcome: (pod|job|deployment) (\S+) (running|pending|evicted|complete)(?: (\S+))?(?: pending (\d+))?$`)
 
 // TestScenarios applies every example scenario to the real API server with a running
 // controller and asserts each claim's documented outcome. Claims are applied one at a time in
@@ -36,7 +50,7 @@ func TestScenarios(t *testing.T) {
 				t.Fatal(err)
 			}
 			outcomes := outcomeLine.FindAllStringSubmatch(string(src), -1)
-			if len(outcomes) == 0 {
+			if len(outcomes) == 0 && !workloadLine.MatchString(string(src)) {
 				t.Fatalf("%s documents no outcome", f)
 			}
 			docs := decodeDocs(t, src)
@@ -52,6 +66,9 @@ func TestScenarios(t *testing.T) {
 				}
 			}
 			t.Cleanup(func() { e.DeleteDocs(t, docs) })
+			for _, w := range workloadLine.FindAllStringSubmatch(string(src), -1) {
+				e.checkWorkload(t, namespaceOf(docs), w[1], w[2], w[3], w[4], w[5])
+			}
 			for _, c := range claims {
 				e.Apply(t, "", c)
 				want := outcomeFor(outcomes, c.GetName())
@@ -97,11 +114,14 @@ func (e *env) checkOutcome(t *testing.T, ns, name, kind, node, device string) {
 			return false, err.Error()
 		}
 		got := describeAllocation(c)
-		want := "allocated " + node
-		if device != "" {
-			return strings.HasPrefix(got, want+" ") && slices.Contains(strings.Fields(got)[2:], device), got
+		f := strings.Fields(got)
+		if len(f) < 2 || f[0] != "allocated" || !slices.Contains(strings.Split(node, "|"), f[1]) {
+			return false, fmt.Sprintf("claim %s/%s: want allocated %s, got %s", ns, name, node, got)
 		}
-		return strings.HasPrefix(got, want+" "), fmt.Sprintf("claim %s/%s: want %s, got %s", ns, name, want, got)
+		if device != "" {
+			return slices.Contains(f[2:], device), got
+		}
+		return true, ""
 	})
 }
 
@@ -124,4 +144,104 @@ func describeAllocation(c *resourcev1.ResourceClaim) string {
 		devs = append(devs, r.Device)
 	}
 	return "allocated " + node + " " + strings.Join(devs, " ")
+}
+
+// namespaceOf is the namespace of the scenario's namespaced documents (the first one's).
+func namespaceOf(docs []*unstructured.Unstructured) string {
+	for _, u := range docs {
+		if u.GetNamespace() != "" {
+			return u.GetNamespace()
+		}
+	}
+	return ""
+}
+
+// checkWorkload waits for a workload outcome (see workloadLine).
+func (e *env) checkWorkload(t *testing.T, ns, kind, name, state, arg, pending string) {
+	t.Helper()
+	ctx := t.Context()
+	switch kind + " " + state {
+	case "pod running":
+		eventually(t, 60*time.Second, func() (bool, string) {
+			p, err := e.Kube.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			ok, why := podRunning(p)
+			return ok && (arg == "" || p.Spec.NodeName == arg), fmt.Sprintf("%s (want node %q)", why, arg)
+		})
+	case "pod pending":
+		eventually(t, 60*time.Second, func() (bool, string) {
+			p, err := e.Kube.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			return unschedulable(p), fmt.Sprintf("pod %s: node %q conditions %+v", name, p.Spec.NodeName, p.Status.Conditions)
+		})
+	case "pod evicted":
+		eventually(t, 60*time.Second, func() (bool, string) {
+			p, err := e.Kube.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				return true, ""
+			}
+			if err != nil {
+				return false, err.Error()
+			}
+			return false, fmt.Sprintf("pod %s not evicted: phase %s conditions %+v", name, p.Status.Phase, p.Status.Conditions)
+		})
+	case "job complete":
+		eventually(t, 90*time.Second, func() (bool, string) {
+			j, err := e.Kube.BatchV1().Jobs(ns).Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			if !slices.ContainsFunc(j.Status.Conditions, func(c batchv1.JobCondition) bool {
+				return c.Type == batchv1.JobComplete && c.Status == corev1.ConditionTrue
+			}) {
+				return false, fmt.Sprintf("job %s status %+v", name, j.Status)
+			}
+			// The devices are freed: no claim of a job pod is allocated any more.
+			claims, err := e.Kube.ResourceV1().ResourceClaims(ns).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			for _, c := range claims.Items {
+				if c.Status.Allocation != nil && slices.ContainsFunc(c.OwnerReferences, func(o metav1.OwnerReference) bool { return o.Kind == "Pod" }) {
+					return false, fmt.Sprintf("claim %s of a job pod still allocated (reservedFor %v)", c.Name, c.Status.ReservedFor)
+				}
+			}
+			return true, ""
+		})
+	case "deployment running":
+		eventually(t, 60*time.Second, func() (bool, string) {
+			d, err := e.Kube.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			sel := metav1.FormatLabelSelector(d.Spec.Selector)
+			pods, err := e.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
+			if err != nil {
+				return false, err.Error()
+			}
+			running, waiting := 0, 0
+			for i := range pods.Items {
+				if ok, _ := podRunning(&pods.Items[i]); ok {
+					running++
+				} else if unschedulable(&pods.Items[i]) {
+					waiting++
+				}
+			}
+			got := fmt.Sprintf("%d running, %d pending", running, waiting)
+			return got == fmt.Sprintf("%s running, %s pending", arg, pending), "deployment " + name + ": " + got
+		})
+	default:
+		t.Fatalf("unknown outcome %s %s %s", kind, name, state)
+	}
+}
+
+// unschedulable: the scheduler left the pod unbound and said why.
+func unschedulable(p *corev1.Pod) bool {
+	return p.Spec.NodeName == "" && slices.ContainsFunc(p.Status.Conditions, func(c corev1.PodCondition) bool {
+		return c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Message != ""
+	})
 }

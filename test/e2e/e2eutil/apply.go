@@ -93,7 +93,9 @@ func (e *Env) TryApply(t *testing.T, ns string, u *unstructured.Unstructured) (*
 	// A namespace an earlier test deleted may still be terminating: wait for it to go.
 	Eventually(t, 60*time.Second, func() (bool, string) {
 		got, last = api.Apply(t.Context(), u.GetName(), u, metav1.ApplyOptions{FieldManager: "e2e", Force: true})
-		return last == nil || !strings.Contains(last.Error(), "because it is being terminated"), fmt.Sprint(last)
+		// A pod in a namespace created a moment ago waits for its default ServiceAccount.
+		return last == nil || !strings.Contains(last.Error(), "because it is being terminated") &&
+			!strings.Contains(last.Error(), `serviceaccount "default" not found`), fmt.Sprint(last)
 	})
 	return got, last
 }

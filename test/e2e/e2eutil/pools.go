@@ -89,11 +89,31 @@ func currentCondition(u *unstructured.Unstructured, typ string) bool {
 	return g == u.GetGeneration()
 }
 
-// DeleteDocs deletes claims, then pools (waiting for their finalizer to clean up), then the rest.
+// DeleteDocs deletes workloads and taint rules, then claims, then pools (waiting for their
+// finalizer to clean up), then the rest.
 func (e *Env) DeleteDocs(t *testing.T, docs []*unstructured.Unstructured) {
 	// Runs in t.Cleanup, where t.Context() is already cancelled.
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	background := metav1.DeletePropagationBackground
+	for _, u := range docs {
+		var err error
+		switch u.GetKind() {
+		case "Job":
+			err = e.Kube.BatchV1().Jobs(u.GetNamespace()).Delete(ctx, u.GetName(), metav1.DeleteOptions{PropagationPolicy: &background})
+		case "Deployment":
+			err = e.Kube.AppsV1().Deployments(u.GetNamespace()).Delete(ctx, u.GetName(), metav1.DeleteOptions{PropagationPolicy: &background})
+		case "Pod":
+			err = e.Kube.CoreV1().Pods(u.GetNamespace()).Delete(ctx, u.GetName(), metav1.DeleteOptions{})
+		case "DeviceTaintRule":
+			err = e.Kube.ResourceV1().DeviceTaintRules().Delete(ctx, u.GetName(), metav1.DeleteOptions{})
+		case "ResourceClaimTemplate":
+			err = e.Kube.ResourceV1().ResourceClaimTemplates(u.GetNamespace()).Delete(ctx, u.GetName(), metav1.DeleteOptions{})
+		}
+		if IgnoreNotFound(err) != nil {
+			t.Errorf("delete %s %s: %v", u.GetKind(), u.GetName(), err)
+		}
+	}
 	order := []string{"ResourceClaim", "SimulatedDevicePool", "DeviceClass"}
 	for _, kind := range order {
 		for _, u := range docs {

@@ -84,7 +84,7 @@ func newScenarioApply(kf *kubeFlags) *cobra.Command {
 	var force bool
 	cmd := &cobra.Command{
 		Use:   "apply -f FILE...",
-		Short: "Server-side apply scenario files (Namespaces, DeviceClasses, SimulatedDevicePools, ResourceClaims, Pods in that order)",
+		Short: "Server-side apply scenario files (Namespaces and SimulatedNodes, DeviceClasses, SimulatedDevicePools, ResourceClaims and ResourceClaimTemplates, Pods, Jobs and Deployments, DeviceTaintRules, in that order)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			objs, err := readScenarios(cmd, kf, files)

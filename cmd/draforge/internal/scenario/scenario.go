@@ -13,6 +13,7 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"time"
 
 	cueerrors "cuelang.org/go/cue/errors"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -48,7 +49,12 @@ var Kinds = []Kind{
 	{"resource.k8s.io/v1", "DeviceClass", gvr.DeviceClasses, false, 1},
 	{simdevice.Group + "/" + simdevice.Version, simdevice.Kind, gvr.SimulatedDevicePools, true, 2},
 	{"resource.k8s.io/v1", "ResourceClaim", gvr.ResourceClaims, true, 3},
+	{"resource.k8s.io/v1", "ResourceClaimTemplate", schema.GroupVersionResource{Group: "resource.k8s.io", Version: "v1", Resource: "resourceclaimtemplates"}, true, 3},
 	{"v1", "Pod", gvr.Pods, true, 4},
+	{"batch/v1", "Job", schema.GroupVersionResource{Group: "batch", Version: "v1", Resource: "jobs"}, true, 4},
+	{"apps/v1", "Deployment", schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}, true, 4},
+	// Taint rules come last: a fault applied after the workloads it hits.
+	{"resource.k8s.io/v1", "DeviceTaintRule", schema.GroupVersionResource{Group: "resource.k8s.io", Version: "v1", Resource: "devicetaintrules"}, false, 5},
 }
 
 // KindOf returns the Kind of a decoded document.
@@ -180,7 +186,7 @@ func Apply(ctx context.Context, dyn dynamic.Interface, objs []Object, force bool
 		if o.Kind.Kind == simnode.Kind {
 			err = applyNodes(ctx, dyn, o)
 		} else {
-			_, err = resource(dyn, o).Apply(ctx, o.Obj.GetName(), o.Obj, metav1.ApplyOptions{FieldManager: FieldManager, Force: force})
+			err = applyObject(ctx, dyn, o, force)
 		}
 		report(o, err)
 		if err != nil {
@@ -189,6 +195,27 @@ func Apply(ctx context.Context, dyn dynamic.Interface, objs []Object, force bool
 	}
 	return nil
 }
+
+// applyObject applies one object. A pod in a namespace created a moment ago is refused until
+// kube-controller-manager created the namespace's default ServiceAccount: that is retried for
+// up to serviceAccountWait.
+func applyObject(ctx context.Context, dyn dynamic.Interface, o Object, force bool) error {
+	deadline := time.Now().Add(serviceAccountWait)
+	for {
+		_, err := resource(dyn, o).Apply(ctx, o.Obj.GetName(), o.Obj, metav1.ApplyOptions{FieldManager: FieldManager, Force: force})
+		if err == nil || o.Kind.Kind != "Pod" || !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "serviceaccount") || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// serviceAccountWait bounds the wait for a new namespace's default ServiceAccount.
+const serviceAccountWait = 30 * time.Second
 
 // Reset deletes objects in reverse apply order, ignoring ones that do not exist. It tries
 // every object and returns all errors.

@@ -1,0 +1,451 @@
+// Package pods is the pod machine's driver: the facts outside a pod that the simulated kubelet
+// (machines/pod.cue) needs, and its work on other objects. It tells whether a pod's node is
+// simulated and its claims are allocated and reserved for it, prepares and unprepares those
+// claims the way a DRA kubelet plugin does (status.devices through drivers/devicestatus), and
+// reports each device's health as the kubelet's DRA manager writes it into
+// containerStatuses[].allocatedResourcesStatus
+// (k8s.io/kubernetes v1.37.2 pkg/kubelet/cm/dra/manager.go UpdateAllocatedResourcesStatus).
+// The pod's own status (phase, conditions, container states) is written by the machine.
+package pods
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/draforge/draforge/drivers/compactslice"
+	"github.com/draforge/draforge/drivers/devicestatus"
+	"github.com/draforge/draforge/drivers/gvr"
+	"github.com/draforge/draforge/drivers/simdevice"
+	"github.com/draforge/draforge/engine"
+)
+
+// SimulatedNodeLabel marks the nodes whose kubelet DRAForge simulates.
+const SimulatedNodeLabel = "draforge.oaslananka/simulated"
+
+// Driver reads nodes, claims and slices from the shared informer caches.
+type Driver struct {
+	inf  *engine.Informers
+	kube kubernetes.Interface
+}
+
+// Register registers the pod machine's observations and actions.
+func Register(reg *engine.Registry, inf *engine.Informers, kube kubernetes.Interface) *Driver {
+	d := &Driver{inf: inf, kube: kube}
+	// The caches read below (claims are the claim machine's own informer).
+	inf.For(gvr.Nodes)
+	inf.For(gvr.ResourceClaims)
+	inf.For(gvr.ResourceSlices)
+	reg.Observation("podOnSimulatedNode", d.onSimulatedNode)
+	reg.Observation("podClaimsReserved", d.claimsReserved)
+	reg.Observation("podDeviceHealth", d.deviceHealth)
+	reg.Observation("podDeviceHealthChanged", d.deviceHealthChanged)
+	reg.Observation("podNetwork", d.network)
+	reg.Action("prepareClaims", d.prepare)
+	reg.Action("unprepareClaims", d.unprepare)
+	reg.Mapper("claimPods", claimPods)
+	reg.Mapper("slicePods", d.slicePods)
+	return d
+}
+
+// claimPods maps a claim to the pods it is reserved for.
+func claimPods(obj metav1.Object) []cache.ObjectName {
+	claim, ok := engine.Typed[resourcev1.ResourceClaim](obj)
+	if !ok {
+		return nil
+	}
+	var out []cache.ObjectName
+	for _, r := range claim.Status.ReservedFor {
+		if r.Resource == "pods" && r.APIGroup == "" {
+			out = append(out, cache.ObjectName{Namespace: claim.Namespace, Name: r.Name})
+		}
+	}
+	return out
+}
+
+// slicePods maps a slice to the pods holding one of its pool's devices (a fault changed their
+// health).
+func (d *Driver) slicePods(obj metav1.Object) []cache.ObjectName {
+	s, ok := obj.(*compactslice.Slice)
+	if !ok {
+		return nil
+	}
+	driver, pool := s.Driver(), s.Pool().Name
+	var out []cache.ObjectName
+	for _, o := range d.inf.For(gvr.ResourceClaims).GetStore().List() {
+		claim, ok := engine.Typed[resourcev1.ResourceClaim](o)
+		if !ok || claim.Status.Allocation == nil || len(claim.Status.ReservedFor) == 0 {
+			continue
+		}
+		if slices.ContainsFunc(claim.Status.Allocation.Devices.Results, func(r resourcev1.DeviceRequestAllocationResult) bool {
+			return r.Driver == driver && r.Pool == pool
+		}) {
+			out = append(out, claimPods(claim)...)
+		}
+	}
+	return out
+}
+
+func typedPod(obj *unstructured.Unstructured) (*corev1.Pod, error) {
+	pod, ok := engine.Typed[corev1.Pod](obj)
+	if !ok {
+		return nil, fmt.Errorf("not a Pod: %s", obj.GetKind())
+	}
+	return pod, nil
+}
+
+func (d *Driver) onSimulatedNode(_ context.Context, obj *unstructured.Unstructured) (engine.Fact, error) {
+	n, _, _ := unstructured.NestedString(obj.Object, "spec", "nodeName")
+	if n == "" {
+		return engine.Fact{Message: "the pod is not bound to a node"}, nil
+	}
+	o, ok, err := d.inf.For(gvr.Nodes).GetStore().GetByKey(n)
+	if err != nil || !ok {
+		return engine.Fact{Message: "node " + n + " is not known"}, err
+	}
+	meta := engine.ObjectMeta(o)
+	if meta == nil || meta.GetLabels()[SimulatedNodeLabel] != "true" {
+		return engine.Fact{Message: "node " + n + " is not simulated"}, nil
+	}
+	return engine.Holds(true), nil
+}
+
+// podClaim is one of the pod's claims, resolved to its ResourceClaim (nil when not created yet).
+type podClaim struct {
+	podName   string // the name in pod.spec.resourceClaims
+	claimName string
+	claim     *resourcev1.ResourceClaim
+}
+
+// claims resolves the pod's claims as the kubelet does: a ResourceClaimName or the generated
+// name from status.resourceClaimStatuses; a template claim whose status entry has a nil name
+// needs no claim (kube-controller-manager decided so, e.g. for an extended resource).
+func (d *Driver) claims(pod *corev1.Pod) ([]podClaim, string) {
+	var out []podClaim
+	for _, rc := range pod.Spec.ResourceClaims {
+		name := ""
+		if rc.ResourceClaimName != nil {
+			name = *rc.ResourceClaimName
+		} else {
+			found := false
+			for _, st := range pod.Status.ResourceClaimStatuses {
+				if st.Name == rc.Name {
+					found = true
+					if st.ResourceClaimName != nil {
+						name = *st.ResourceClaimName
+					}
+				}
+			}
+			if !found {
+				return nil, "claim " + rc.Name + " has no generated ResourceClaim yet"
+			}
+			if name == "" {
+				continue
+			}
+		}
+		pc := podClaim{podName: rc.Name, claimName: name}
+		if o, ok, _ := d.inf.For(gvr.ResourceClaims).GetStore().GetByKey(pod.Namespace + "/" + name); ok {
+			pc.claim, _ = engine.Typed[resourcev1.ResourceClaim](o)
+		}
+		out = append(out, pc)
+	}
+	// An extended resource backed by DRA: the scheduler creates a claim for the pod and
+	// records it in status.extendedResourceClaimStatus.
+	if st := pod.Status.ExtendedResourceClaimStatus; st != nil && st.ResourceClaimName != "" {
+		pc := podClaim{podName: "", claimName: st.ResourceClaimName}
+		if o, ok, _ := d.inf.For(gvr.ResourceClaims).GetStore().GetByKey(pod.Namespace + "/" + st.ResourceClaimName); ok {
+			pc.claim, _ = engine.Typed[resourcev1.ResourceClaim](o)
+		}
+		out = append(out, pc)
+	}
+	return out, ""
+}
+
+// claimsReserved holds when every claim of the pod exists, is allocated and lists the pod in
+// reservedFor: what the kubelet checks before it prepares (pkg/kubelet/cm/dra/manager.go).
+func (d *Driver) claimsReserved(_ context.Context, obj *unstructured.Unstructured) (engine.Fact, error) {
+	pod, err := typedPod(obj)
+	if err != nil {
+		return engine.Fact{}, err
+	}
+	claims, why := d.claims(pod)
+	if why != "" {
+		return engine.Fact{Message: why}, nil
+	}
+	for _, c := range claims {
+		switch {
+		case c.claim == nil:
+			return engine.Fact{Message: "ResourceClaim " + c.claimName + " does not exist"}, nil
+		case c.claim.Status.Allocation == nil:
+			return engine.Fact{Message: "ResourceClaim " + c.claimName + " is not allocated"}, nil
+		case !slices.ContainsFunc(c.claim.Status.ReservedFor, func(r resourcev1.ResourceClaimConsumerReference) bool { return r.UID == pod.UID }):
+			return engine.Fact{Message: "ResourceClaim " + c.claimName + " is not reserved for the pod"}, nil
+		}
+	}
+	return engine.Holds(true), nil
+}
+
+// prepare writes status.devices of every claim, as the node's DRA plugins do in
+// NodePrepareResources.
+func (d *Driver) prepare(ctx context.Context, obj *unstructured.Unstructured) error {
+	pod, err := typedPod(obj)
+	if err != nil {
+		return err
+	}
+	claims, _ := d.claims(pod)
+	now := metav1.Now()
+	for _, c := range claims {
+		if c.claim == nil || c.claim.Status.Allocation == nil {
+			continue
+		}
+		for _, driver := range drivers(c.claim) {
+			entries := devicestatus.Entries(c.claim, driver, network, now)
+			if err := devicestatus.Apply(ctx, d.kube.ResourceV1(), c.claim, driver, entries); isGone(err) {
+				// Deleted or replaced since the cache saw it: wait for the new one.
+				return engine.Pending("ClaimGone", err.Error(), time.Second)
+			} else if err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// unprepare removes what prepare wrote (NodeUnprepareResources). A claim already gone or
+// deallocated has nothing left to clear.
+func (d *Driver) unprepare(ctx context.Context, obj *unstructured.Unstructured) error {
+	pod, err := typedPod(obj)
+	if err != nil {
+		return err
+	}
+	claims, _ := d.claims(pod)
+	for _, c := range claims {
+		if c.claim == nil {
+			continue
+		}
+		seen := map[string]bool{}
+		for _, s := range c.claim.Status.Devices {
+			if seen[s.Driver] {
+				continue
+			}
+			seen[s.Driver] = true
+			if err := devicestatus.Apply(ctx, d.kube.ResourceV1(), c.claim, s.Driver, nil); err != nil && !isGone(err) {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Prune keeps of a pod what the pod machine and this driver read: metadata, status, and of the
+// spec nodeName, resourceClaims and each container's name, image and resources (claims,
+// extended resources). The pod machine caches every bound pod, so the rest (volumes, env,
+// affinity, ...) would multiply the controller's memory.
+func Prune(u *unstructured.Unstructured) {
+	spec, ok := u.Object["spec"].(map[string]any)
+	if !ok {
+		return
+	}
+	kept := map[string]any{}
+	for _, k := range []string{"nodeName", "resourceClaims"} {
+		if v, ok := spec[k]; ok {
+			kept[k] = v
+		}
+	}
+	if cs, ok := spec["containers"].([]any); ok {
+		out := make([]any, 0, len(cs))
+		for _, c := range cs {
+			m, _ := c.(map[string]any)
+			e := map[string]any{}
+			for _, k := range []string{"name", "image", "resources"} {
+				if v, ok := m[k]; ok {
+					e[k] = v
+				}
+			}
+			out = append(out, e)
+		}
+		kept["containers"] = out
+	}
+	u.Object["spec"] = kept
+}
+
+// isGone: the claim was deleted (or re-created under another UID) since the cache saw it.
+func isGone(err error) bool { return apierrors.IsNotFound(err) || apierrors.IsInvalid(err) }
+
+func drivers(claim *resourcev1.ResourceClaim) []string {
+	var out []string
+	for _, r := range claim.Status.Allocation.Devices.Results {
+		if !slices.Contains(out, r.Driver) {
+			out = append(out, r.Driver)
+		}
+	}
+	return out
+}
+
+// network gives NIC-like devices ("nic-<i>", the mellanox-nic profile's and any pool of
+// deviceType nic) the simulated interface the kubelet plugin reports too.
+func network(pool, device string) *resourcev1.NetworkDeviceData {
+	rest, ok := strings.CutPrefix(device, "nic-")
+	if !ok {
+		return nil
+	}
+	var i int
+	if _, err := fmt.Sscanf(rest, "%d", &i); err != nil {
+		return nil
+	}
+	return devicestatus.SimulatedNetwork(pool+"/"+device, fmt.Sprintf("nic%d", i))
+}
+
+// Health is the allocatedResourcesStatus of each container, by container name.
+type Health map[string][]corev1.ResourceStatus
+
+// health computes the kubelet's allocatedResourcesStatus: per container and claim reference a
+// "claim:<name>[/<request>]" entry listing the claim's devices (of that request) as
+// "<driver>/<pool>/<device>" with their health: Unhealthy when the device carries the
+// unhealthy fault's taint, Unknown when its slice no longer offers it, else Healthy.
+func (d *Driver) health(pod *corev1.Pod) Health {
+	claims, _ := d.claims(pod)
+	byName := map[string]*resourcev1.ResourceClaim{}
+	for _, c := range claims {
+		if c.claim != nil && c.claim.Status.Allocation != nil {
+			byName[c.podName] = c.claim
+		}
+	}
+	out := Health{}
+	for _, ctr := range pod.Spec.Containers {
+		var statuses []corev1.ResourceStatus
+		for _, ref := range ctr.Resources.Claims {
+			claim := byName[ref.Name]
+			if claim == nil {
+				continue
+			}
+			name := "claim:" + ref.Name
+			if ref.Request != "" {
+				name += "/" + ref.Request
+			}
+			st := corev1.ResourceStatus{Name: corev1.ResourceName(name)}
+			for _, r := range claim.Status.Allocation.Devices.Results {
+				if ref.Request != "" && baseRequest(r.Request) != ref.Request {
+					continue
+				}
+				id := corev1.ResourceID(r.Driver + "/" + r.Pool + "/" + r.Device)
+				if slices.ContainsFunc(st.Resources, func(h corev1.ResourceHealth) bool { return h.ResourceID == id }) {
+					continue
+				}
+				st.Resources = append(st.Resources, corev1.ResourceHealth{ResourceID: id, Health: d.deviceHealthOf(r.Driver, r.Pool, r.Device)})
+			}
+			if len(st.Resources) > 0 {
+				statuses = append(statuses, st)
+			}
+		}
+		if len(statuses) > 0 {
+			out[ctr.Name] = statuses
+		}
+	}
+	return out
+}
+
+func baseRequest(r string) string {
+	base, _, _ := strings.Cut(r, "/")
+	return base
+}
+
+func (d *Driver) deviceHealthOf(driver, pool, device string) corev1.ResourceHealthStatus {
+	for _, o := range d.inf.For(gvr.ResourceSlices).GetStore().List() {
+		s, ok := o.(*compactslice.Slice)
+		if !ok || s.Driver() != driver || s.Pool().Name != pool {
+			continue
+		}
+		for i := range s.Len() {
+			if s.DeviceName(i) != device {
+				continue
+			}
+			full := s.Expand()
+			for _, dev := range full.Spec.Devices {
+				if dev.Name != device {
+					continue
+				}
+				for _, t := range dev.Taints {
+					if t.Key == simdevice.TaintUnhealthy {
+						return corev1.ResourceHealthStatusUnhealthy
+					}
+				}
+				return corev1.ResourceHealthStatusHealthy
+			}
+		}
+	}
+	return corev1.ResourceHealthStatusUnknown
+}
+
+// deviceHealth's message is the JSON of Health, for the machine's containerStatuses template.
+func (d *Driver) deviceHealth(_ context.Context, obj *unstructured.Unstructured) (engine.Fact, error) {
+	pod, err := typedPod(obj)
+	if err != nil {
+		return engine.Fact{}, err
+	}
+	b, err := json.Marshal(d.health(pod))
+	if err != nil {
+		return engine.Fact{}, err
+	}
+	return engine.Fact{Holds: true, Message: string(b)}, nil
+}
+
+// deviceHealthChanged holds when a running container's allocatedResourcesStatus differs from
+// the devices' health now (the kubelet updates the pod status on a health change).
+func (d *Driver) deviceHealthChanged(_ context.Context, obj *unstructured.Unstructured) (engine.Fact, error) {
+	pod, err := typedPod(obj)
+	if err != nil {
+		return engine.Fact{}, err
+	}
+	want := d.health(pod)
+	for _, cs := range pod.Status.ContainerStatuses {
+		if !equalStatuses(cs.AllocatedResourcesStatus, want[cs.Name]) {
+			return engine.Fact{Holds: true, Message: "the health of container " + cs.Name + "'s devices changed"}, nil
+		}
+	}
+	return engine.Fact{}, nil
+}
+
+func equalStatuses(a, b []corev1.ResourceStatus) bool {
+	return slices.EqualFunc(a, b, func(x, y corev1.ResourceStatus) bool {
+		return x.Name == y.Name && slices.EqualFunc(x.Resources, y.Resources, func(p, q corev1.ResourceHealth) bool {
+			return p.ResourceID == q.ResourceID && p.Health == q.Health
+		})
+	})
+}
+
+// network's message is the JSON {"podIP", "hostIP"} of the pod: simulated nodes have no
+// address, so both are derived from names (stable across restarts): the host from
+// 172.16.0.0/12 by node name, the pod from 10.244.0.0/16 by pod UID.
+func (d *Driver) network(_ context.Context, obj *unstructured.Unstructured) (engine.Fact, error) {
+	node, _, _ := unstructured.NestedString(obj.Object, "spec", "nodeName")
+	b, err := json.Marshal(map[string]string{
+		"hostIP": addr(node, [4]byte{172, 16, 0, 0}, 12),
+		"podIP":  addr(string(obj.GetUID()), [4]byte{10, 244, 0, 0}, 16),
+	})
+	return engine.Fact{Holds: true, Message: string(b)}, err
+}
+
+func addr(seed string, base [4]byte, bits int) string {
+	h := sha256.Sum256([]byte(seed))
+	v := uint32(base[0])<<24 | uint32(base[1])<<16 | uint32(base[2])<<8 | uint32(base[3])
+	host := (uint32(h[0])<<24 | uint32(h[1])<<16 | uint32(h[2])<<8 | uint32(h[3])) & (1<<(32-bits) - 1)
+	if host == 0 || host == 1<<(32-bits)-1 {
+		host = 1
+	}
+	v |= host
+	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)}).String()
+}

@@ -1,0 +1,175 @@
+package pods
+
+import (
+	"context"
+	"encoding/json"
+	"net/netip"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
+
+	"github.com/draforge/draforge/drivers/compactslice"
+	"github.com/draforge/draforge/drivers/gvr"
+	"github.com/draforge/draforge/drivers/simdevice"
+	"github.com/draforge/draforge/engine"
+)
+
+const driver = "sim.draforge.oaslananka"
+
+// fixture: node-a simulated, node-r real; pool p on node-a with gpu-0 healthy, gpu-1 tainted
+// unhealthy; the pod's template claim "gpu" generated as claim c, allocated gpu-0 and gpu-1 and
+// reserved for the pod.
+func fixture(t *testing.T) (*Driver, *corev1.Pod) {
+	t.Helper()
+	client := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
+		gvr.ResourceSlices: "ResourceSliceList", gvr.ResourceClaims: "ResourceClaimList", gvr.Nodes: "NodeList",
+	})
+	inf := engine.NewInformers(client)
+	d := Register(engine.NewRegistry(), inf, nil)
+	add := func(g schema.GroupVersionResource, o any) {
+		if err := inf.For(g).GetStore().Add(o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	add(gvr.Nodes, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a", Labels: map[string]string{SimulatedNodeLabel: "true"}}})
+	add(gvr.Nodes, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-r"}})
+	node := "node-a"
+	add(gvr.ResourceSlices, compactslice.From(&resourcev1.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: "s"},
+		Spec: resourcev1.ResourceSliceSpec{Driver: driver, NodeName: &node, Pool: resourcev1.ResourcePool{Name: "p", ResourceSliceCount: 1},
+			Devices: []resourcev1.Device{{Name: "gpu-0"}, {Name: "gpu-1", Taints: []resourcev1.DeviceTaint{
+				{Key: simdevice.TaintUnhealthy, Value: "true", Effect: resourcev1.DeviceTaintEffectNoSchedule}}}}}}))
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "w", UID: "pod-uid"},
+		Spec: corev1.PodSpec{NodeName: "node-a",
+			ResourceClaims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptr.To("tpl")}},
+			Containers: []corev1.Container{
+				{Name: "main", Resources: corev1.ResourceRequirements{Claims: []corev1.ResourceClaim{{Name: "gpu", Request: "gpus"}}}},
+				{Name: "sidecar"},
+			}},
+		Status: corev1.PodStatus{ResourceClaimStatuses: []corev1.PodResourceClaimStatus{{Name: "gpu", ResourceClaimName: ptr.To("c")}}},
+	}
+	add(gvr.ResourceClaims, &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c"},
+		Status: resourcev1.ResourceClaimStatus{
+			Allocation: &resourcev1.AllocationResult{Devices: resourcev1.DeviceAllocationResult{Results: []resourcev1.DeviceRequestAllocationResult{
+				{Request: "gpus", Driver: driver, Pool: "p", Device: "gpu-0"},
+				{Request: "gpus", Driver: driver, Pool: "p", Device: "gpu-1"},
+				{Request: "gpus", Driver: driver, Pool: "p", Device: "gpu-9"}, // no longer offered
+			}}},
+			ReservedFor: []resourcev1.ResourceClaimConsumerReference{{Resource: "pods", Name: "w", UID: "pod-uid"}},
+		}})
+	return d, pod
+}
+
+func toU(t *testing.T, pod *corev1.Pod) *unstructured.Unstructured {
+	t.Helper()
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &unstructured.Unstructured{Object: m}
+}
+
+func TestHealthAsTheKubeletWritesIt(t *testing.T) {
+	d, pod := fixture(t)
+	h := d.health(pod)
+	main := h["main"]
+	if len(h) != 1 || len(main) != 1 || main[0].Name != "claim:gpu/gpus" {
+		t.Fatalf("health %+v", h)
+	}
+	want := map[corev1.ResourceID]corev1.ResourceHealthStatus{
+		driver + "/p/gpu-0": corev1.ResourceHealthStatusHealthy,
+		driver + "/p/gpu-1": corev1.ResourceHealthStatusUnhealthy,
+		driver + "/p/gpu-9": corev1.ResourceHealthStatusUnknown,
+	}
+	if len(main[0].Resources) != len(want) {
+		t.Fatalf("resources %+v", main[0].Resources)
+	}
+	for _, r := range main[0].Resources {
+		if want[r.ResourceID] != r.Health {
+			t.Errorf("%s: %s, want %s", r.ResourceID, r.Health, want[r.ResourceID])
+		}
+	}
+	// The pod's status shows it already: nothing changed. A stale health: changed.
+	pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "main", AllocatedResourcesStatus: main}, {Name: "sidecar"}}
+	if f, err := d.deviceHealthChanged(context.Background(), toU(t, pod)); err != nil || f.Holds {
+		t.Errorf("unchanged health reported changed: %+v %v", f, err)
+	}
+	stale := []corev1.ResourceStatus{{Name: "claim:gpu/gpus", Resources: []corev1.ResourceHealth{{ResourceID: driver + "/p/gpu-0", Health: corev1.ResourceHealthStatusHealthy}}}}
+	pod.Status.ContainerStatuses[0].AllocatedResourcesStatus = stale
+	if f, _ := d.deviceHealthChanged(context.Background(), toU(t, pod)); !f.Holds {
+		t.Error("changed health not reported")
+	}
+	// The template's JSON is keyed by container name.
+	f, err := d.deviceHealth(context.Background(), toU(t, pod))
+	var decoded map[string][]corev1.ResourceStatus
+	if err != nil || json.Unmarshal([]byte(f.Message), &decoded) != nil || len(decoded["main"]) != 1 {
+		t.Errorf("deviceHealth message %q %v", f.Message, err)
+	}
+}
+
+func TestFacts(t *testing.T) {
+	d, pod := fixture(t)
+	ctx := context.Background()
+	if f, _ := d.onSimulatedNode(ctx, toU(t, pod)); !f.Holds {
+		t.Error("node-a is simulated")
+	}
+	if f, _ := d.claimsReserved(ctx, toU(t, pod)); !f.Holds {
+		t.Errorf("claims reserved: %q", f.Message)
+	}
+	real := pod.DeepCopy()
+	real.Spec.NodeName = "node-r"
+	if f, _ := d.onSimulatedNode(ctx, toU(t, real)); f.Holds || f.Message != "node node-r is not simulated" {
+		t.Errorf("real node: %+v", f)
+	}
+	other := pod.DeepCopy()
+	other.UID = "another"
+	if f, _ := d.claimsReserved(ctx, toU(t, other)); f.Holds || f.Message != "ResourceClaim c is not reserved for the pod" {
+		t.Errorf("not reserved: %+v", f)
+	}
+	early := pod.DeepCopy()
+	early.Status.ResourceClaimStatuses = nil
+	if f, _ := d.claimsReserved(ctx, toU(t, early)); f.Holds || f.Message != "claim gpu has no generated ResourceClaim yet" {
+		t.Errorf("before kcm: %+v", f)
+	}
+	// kube-controller-manager decided no claim is needed (nil name): nothing to wait for.
+	none := pod.DeepCopy()
+	none.Status.ResourceClaimStatuses[0].ResourceClaimName = nil
+	if f, _ := d.claimsReserved(ctx, toU(t, none)); !f.Holds {
+		t.Errorf("no claim needed: %+v", f)
+	}
+}
+
+func TestMappersAndNetwork(t *testing.T) {
+	d, _ := fixture(t)
+	o, _, _ := d.inf.For(gvr.ResourceClaims).GetStore().GetByKey("ns/c")
+	claim := o.(*resourcev1.ResourceClaim)
+	if got := claimPods(claim); len(got) != 1 || got[0] != (cache.ObjectName{Namespace: "ns", Name: "w"}) {
+		t.Errorf("claimPods %v", got)
+	}
+	s, _, _ := d.inf.For(gvr.ResourceSlices).GetStore().GetByKey("s")
+	if got := d.slicePods(s.(*compactslice.Slice)); len(got) != 1 || got[0].Name != "w" {
+		t.Errorf("slicePods %v", got)
+	}
+	if network("p", "gpu-0") != nil || network("p", "nic-x") != nil {
+		t.Error("only nic-<i> devices have network data")
+	}
+	if n := network("p", "nic-3"); n == nil || n.InterfaceName != "nic3" || len(n.IPs) != 1 {
+		t.Errorf("nic-3 network %+v", n)
+	}
+	for seed, prefix := range map[string]string{"node-a": "172.16.0.0/12", "uid": "10.244.0.0/16"} {
+		base := netip.MustParsePrefix(prefix)
+		bits := base.Bits()
+		a := addr(seed, base.Addr().As4(), bits)
+		if ip := netip.MustParseAddr(a); !base.Contains(ip) || a != addr(seed, base.Addr().As4(), bits) {
+			t.Errorf("addr(%s) = %s, want a stable address in %s", seed, a, prefix)
+		}
+	}
+}
