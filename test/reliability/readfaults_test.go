@@ -136,6 +136,8 @@ func (p *readFaultProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 			p.mu.Unlock()
 			if inject {
+				// The client never sees this answer: ask for JSON to read what landed.
+				r.Header.Set("Accept", "application/json")
 				rec := httptest.NewRecorder()
 				up.ServeHTTP(rec, r)
 				var c resourcev1.ResourceClaim
