@@ -177,7 +177,8 @@ func resetConn(w http.ResponseWriter) {
 // relist) or resetting the connection; hangs every 3rd list or get for 3s; and answers the
 // first claim status writes with 504 after they landed (the ambiguous write). While the faults
 // go on, pools publish and every claim is allocated exactly once; a claim whose status write
-// landed keeps the allocation that landed (the retry does not allocate it again).
+// landed keeps the allocation that landed (the retry does not allocate it again) and counts
+// one Timeout retry; no fault becomes a terminal error.
 func TestReadAndWatchFaults(t *testing.T) {
 	e := newEnv(t)
 	class := "rel-readfaults-" + e.Namespace
@@ -201,8 +202,17 @@ func TestReadAndWatchFaults(t *testing.T) {
 	eventually(t, 60*time.Second, func() (bool, string) { return checkPoolSlices(t, e, "more", 4, "node-c") })
 	injected := proxy.counts()
 	proxy.setActive(false)
-	t.Logf("FIGURE read and watch faults: injected %v; retries{Timeout} %v", injected,
-		ctrl.Metric(t, "draforge_controller_reconcile_retries_total", `class="Timeout"`))
+	timeouts := ctrl.Metric(t, "draforge_controller_reconcile_retries_total", `class="Timeout"`)
+	terminal := ctrl.Metric(t, "draforge_controller_terminal_errors_total")
+	t.Logf("FIGURE read and watch faults: injected %v; reconcile_retries_total{class=Timeout} %v; terminal errors %v", injected, timeouts, terminal)
+	// Each ambiguous status write is one Timeout retry; reads and watches are the informers'
+	// business and never reach the machines' retry or terminal paths.
+	if timeouts != float64(injected[faultStatus504]) {
+		t.Errorf("retries{class=Timeout} = %v, want one per ambiguous claim status write (%d)", timeouts, injected[faultStatus504])
+	}
+	if terminal != 0 {
+		t.Errorf("terminal errors %v: every injected fault is transient", terminal)
+	}
 
 	for _, f := range []string{faultWatchDrop, faultWatchGone, faultWatchReset, faultReadHung, faultStatus504} {
 		if injected[f] == 0 {
