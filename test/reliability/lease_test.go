@@ -171,6 +171,9 @@ func TestLeaseTakenAway(t *testing.T) {
 	var created atomic.Int32
 	stop := make(chan struct{})
 	done := make(chan struct{})
+	var stopOnce sync.Once
+	stopClaims := func() { stopOnce.Do(func() { close(stop) }); <-done }
+	t.Cleanup(stopClaims) // also when the test stops early: no t.Errorf after it ended
 	go func() {
 		defer close(done)
 		for i := 0; ; i++ {
@@ -221,8 +224,7 @@ func TestLeaseTakenAway(t *testing.T) {
 	})
 	tookOver := time.Since(takenAt)
 	time.Sleep(3 * time.Second) // a few claims for the new leader
-	close(stop)
-	<-done
+	stopClaims()
 	n := int(created.Load())
 	var allocs map[string]string
 	eventually(t, 60*time.Second, func() (bool, string) {
