@@ -7,6 +7,14 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+
+	"github.com/draforge/draforge/drivers/gvr"
 )
 
 // The heavy runs need a control plane and minutes: they are in cmd/benchreport
@@ -130,5 +138,28 @@ ok  	github.com/draforge/draforge/engine	3.1s
 		if got := r.Metric + "|" + r.Value; got != want[i] || !r.OK || r.Target != "report" {
 			t.Errorf("row %d = %q (%+v), want %q", i, got, r, want[i])
 		}
+	}
+}
+
+// TestMemoryListsAreDecoded: the measured caches must own their strings, as after a real
+// client's JSON decoding, not share them with the fake client's copies in the baseline.
+func TestMemoryListsAreDecoded(t *testing.T) {
+	objs, err := MemoryObjects("resourceclaims", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	orig := objs[0].(*unstructured.Unstructured).GetName()
+	client := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(k8sruntime.NewScheme(), memoryGVRs, objs...)
+	decodeListsFromJSON(client)
+	l, err := client.Resource(gvr.ResourceClaims).Namespace("bench").List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l.Items) != 1 {
+		t.Fatalf("listed %d claims, want 1", len(l.Items))
+	}
+	got := l.Items[0].GetName()
+	if got != orig || unsafe.StringData(got) == unsafe.StringData(orig) {
+		t.Fatalf("listed name %q shares its bytes with the fixture's %q: not decoded", got, orig)
 	}
 }
