@@ -1,6 +1,8 @@
 package simdevice
 
 import (
+	"strings"
+
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 )
@@ -10,7 +12,10 @@ import (
 // ignored) and the spec, ignoring fields the server or the publisher sets:
 // metadata other than name and labels, Pool.Generation (owned by the publisher, see
 // DesiredSlices) and the taints' TimeAdded (filled in by the API server). Quantities are
-// compared by value, and nil and empty lists and maps are equal.
+// compared by value, and nil and empty lists and maps are equal. Attribute and capacity names
+// qualified with the slice's own driver domain equal their short form: the API and the
+// allocator read "<driver>/name" and "name" as the same ID, and releases before this one
+// published the qualified form, so an upgrade must not rewrite every slice for it.
 func SlicesEqual(desired, actual *resourcev1.ResourceSlice) bool {
 	if desired == nil || actual == nil {
 		return desired == actual
@@ -23,16 +28,51 @@ func SlicesEqual(desired, actual *resourcev1.ResourceSlice) bool {
 			return false
 		}
 	}
-	return equality.Semantic.DeepEqual(normalize(desired.Spec), normalize(actual.Spec))
+	d, okD := normalize(desired.Spec)
+	a, okA := normalize(actual.Spec)
+	return okD && okA && equality.Semantic.DeepEqual(d, a)
 }
 
-func normalize(s resourcev1.ResourceSliceSpec) resourcev1.ResourceSliceSpec {
+// normalize drops the ignored fields and shortens names in the driver's domain; ok is false
+// when a device names one ID both ways (then nothing is taken as equal).
+func normalize(s resourcev1.ResourceSliceSpec) (_ resourcev1.ResourceSliceSpec, ok bool) {
 	s = *s.DeepCopy()
 	s.Pool.Generation = 0
 	for i := range s.Devices {
-		for j := range s.Devices[i].Taints {
-			s.Devices[i].Taints[j].TimeAdded = nil
+		d := &s.Devices[i]
+		for j := range d.Taints {
+			d.Taints[j].TimeAdded = nil
+		}
+		if d.Attributes, ok = shortNames(d.Attributes, s.Driver); !ok {
+			return s, false
+		}
+		if d.Capacity, ok = shortNames(d.Capacity, s.Driver); !ok {
+			return s, false
 		}
 	}
-	return s
+	return s, true
+}
+
+// shortNames returns m with "<driver>/" removed from its keys; ok is false on a collision.
+func shortNames[V any](m map[resourcev1.QualifiedName]V, driver string) (map[resourcev1.QualifiedName]V, bool) {
+	prefix := driver + "/"
+	qualified := false
+	for k := range m {
+		if strings.HasPrefix(string(k), prefix) {
+			qualified = true
+			break
+		}
+	}
+	if !qualified {
+		return m, true
+	}
+	out := make(map[resourcev1.QualifiedName]V, len(m))
+	for k, v := range m {
+		short := resourcev1.QualifiedName(strings.TrimPrefix(string(k), prefix))
+		if _, dup := out[short]; dup {
+			return nil, false
+		}
+		out[short] = v
+	}
+	return out, true
 }

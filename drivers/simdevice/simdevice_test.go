@@ -525,11 +525,54 @@ func TestSlicesEqualIgnoresServerFields(t *testing.T) {
 		}
 	}
 	stored := roundTrip(t, desired[0])
+	// Releases up to 81a072d published every name qualified with the driver's
+	// domain: the same IDs, so no write on upgrade.
+	qualified := stored.DeepCopy()
+	for i := range qualified.Spec.Devices {
+		d := &qualified.Spec.Devices[i]
+		for _, m := range []map[resourcev1.QualifiedName]resourcev1.DeviceAttribute{d.Attributes} {
+			for k, v := range m {
+				if !strings.Contains(string(k), "/") {
+					delete(m, k)
+					m[resourcev1.QualifiedName(stored.Spec.Driver+"/"+string(k))] = v
+				}
+			}
+		}
+		for k, v := range d.Capacity {
+			if !strings.Contains(string(k), "/") {
+				delete(d.Capacity, k)
+				d.Capacity[resourcev1.QualifiedName(stored.Spec.Driver+"/"+string(k))] = v
+			}
+		}
+	}
+	if fmt.Sprint(qualified.Spec) == fmt.Sprint(stored.Spec) {
+		t.Fatal("the qualified variant changed nothing: the check below proves nothing")
+	}
+	if !SlicesEqual(desired[0], qualified) {
+		t.Error("names qualified with the driver's own domain must equal their short form")
+	}
 	changes := map[string]func(*resourcev1.ResourceSlice){
 		"attribute": func(s *resourcev1.ResourceSlice) {
 			s.Spec.Devices[0].Attributes["x/y"] = resourcev1.DeviceAttribute{BoolValue: ptr.To(true)}
 		},
-		"capacity":   func(s *resourcev1.ResourceSlice) { s.Spec.Devices[1].Capacity = nil },
+		"capacity": func(s *resourcev1.ResourceSlice) { s.Spec.Devices[1].Capacity = nil },
+		"same ID both ways": func(s *resourcev1.ResourceSlice) {
+			for k, v := range s.Spec.Devices[0].Attributes {
+				if !strings.Contains(string(k), "/") {
+					s.Spec.Devices[0].Attributes[resourcev1.QualifiedName(stored.Spec.Driver+"/"+string(k))] = v
+					break
+				}
+			}
+		},
+		"other domain": func(s *resourcev1.ResourceSlice) {
+			for k, v := range s.Spec.Devices[0].Attributes {
+				if !strings.Contains(string(k), "/") {
+					delete(s.Spec.Devices[0].Attributes, k)
+					s.Spec.Devices[0].Attributes[resourcev1.QualifiedName("other.example/"+string(k))] = v
+					break
+				}
+			}
+		},
 		"taint":      func(s *resourcev1.ResourceSlice) { s.Spec.Devices[0].Taints = nil },
 		"count":      func(s *resourcev1.ResourceSlice) { s.Spec.Pool.ResourceSliceCount = 2 },
 		"device":     func(s *resourcev1.ResourceSlice) { s.Spec.Devices = s.Spec.Devices[:1] },

@@ -3,9 +3,18 @@ package bench
 import (
 	"bytes"
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+
+	"github.com/draforge/draforge/drivers/gvr"
 )
 
 // The heavy runs need a control plane and minutes: they are in cmd/benchreport
@@ -90,5 +99,77 @@ func TestExplainPhase(t *testing.T) {
 	}
 	if r.Nodes != 20 || r.Devices != 4 || r.Latency <= 0 {
 		t.Errorf("result %+v", r)
+	}
+}
+
+func TestVerdictGatesMissedAndFailedRows(t *testing.T) {
+	met := Row{Metric: "met", Target: ">= 1.0", OK: true}
+	reported := Row{Metric: "reported", Target: "report", OK: true}
+	unmeasured := Row{Metric: "unmeasured", Skip: true}
+	if err := Verdict([]Row{met, reported, unmeasured}, nil); err != nil {
+		t.Fatalf("all targets met: %v", err)
+	}
+	missed := Row{Metric: "slow", Target: "<= 1.2", OK: false}
+	failed := Row{Metric: "broken", Value: "failed: x", Skip: true, Failed: true}
+	err := Verdict([]Row{met, missed, failed}, nil)
+	if err == nil || !strings.Contains(err.Error(), "2 row(s)") || !strings.Contains(err.Error(), "slow") || !strings.Contains(err.Error(), "broken") {
+		t.Fatalf("missed and failed rows must fail the run, got %v", err)
+	}
+	runErr := errors.New("control plane did not start")
+	if err := Verdict([]Row{met}, runErr); !errors.Is(err, runErr) {
+		t.Fatalf("run error must fail the run, got %v", err)
+	}
+	var b bytes.Buffer
+	Print(&b, []Row{failed})
+	if !strings.Contains(b.String(), "| FAILED") {
+		t.Fatalf("failed row printed as\n%s", b.String())
+	}
+}
+
+func TestParseBenchmarks(t *testing.T) {
+	out := `goos: linux
+pkg: github.com/draforge/draforge/engine
+BenchmarkTransition/engine-2         	   40000	     28123 ns/op	    9000 B/op	     120 allocs/op
+BenchmarkTransition/hand-written-2   	  200000	      5300 ns/op	       5.31 engine/hand-ratio
+BenchmarkAllocate/first-node         	    2000	   1630000 ns/op
+PASS
+ok  	github.com/draforge/draforge/engine	3.1s
+`
+	rows := ParseBenchmarks(strings.NewReader(out))
+	want := []string{
+		"unit: BenchmarkTransition/engine|28.1 µs/op (9000 B/op, 120 allocs/op)",
+		"unit: BenchmarkTransition/hand-written|5.3 µs/op (5.31 engine/hand-ratio)",
+		"unit: BenchmarkAllocate/first-node|1.63 ms/op",
+	}
+	if len(rows) != len(want) {
+		t.Fatalf("rows = %+v", rows)
+	}
+	for i, r := range rows {
+		if got := r.Metric + "|" + r.Value; got != want[i] || !r.OK || r.Target != "report" {
+			t.Errorf("row %d = %q (%+v), want %q", i, got, r, want[i])
+		}
+	}
+}
+
+// TestMemoryListsAreDecoded: the measured caches must own their strings, as after a real
+// client's JSON decoding, not share them with the fake client's copies in the baseline.
+func TestMemoryListsAreDecoded(t *testing.T) {
+	objs, err := MemoryObjects("resourceclaims", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	orig := objs[0].(*unstructured.Unstructured).GetName()
+	client := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(k8sruntime.NewScheme(), memoryGVRs, objs...)
+	decodeListsFromJSON(client)
+	l, err := client.Resource(gvr.ResourceClaims).Namespace("bench").List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l.Items) != 1 {
+		t.Fatalf("listed %d claims, want 1", len(l.Items))
+	}
+	got := l.Items[0].GetName()
+	if got != orig || unsafe.StringData(got) == unsafe.StringData(orig) {
+		t.Fatalf("listed name %q shares its bytes with the fixture's %q: not decoded", got, orig)
 	}
 }

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"runtime"
 	"runtime/debug"
@@ -10,6 +11,7 @@ import (
 	"github.com/rs/zerolog"
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -17,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/draforge/draforge/drivers"
 	"github.com/draforge/draforge/drivers/gvr"
@@ -144,6 +147,7 @@ func MeasureMemory(ctx context.Context, kind string, n int) (float64, error) {
 	}
 	client := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(k8sruntime.NewScheme(), memoryGVRs, objs...)
 	objs = nil
+	decodeListsFromJSON(client)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
@@ -179,6 +183,42 @@ func MeasureMemory(ctx context.Context, kind string, n int) (float64, error) {
 	runtime.KeepAlive(inf)
 	runtime.KeepAlive(client)
 	return float64(after-before) / float64(n), nil
+}
+
+// decodeListsFromJSON makes the fake client answer lists as a real client does: every item
+// encoded to JSON and decoded again, so the cached objects own their strings instead of sharing
+// them with the tracker's copies (part of the baseline), which would under-count every string.
+func decodeListsFromJSON(client *dynamicfake.FakeDynamicClient) {
+	client.PrependReactor("list", "*", func(a k8stesting.Action) (bool, k8sruntime.Object, error) {
+		la := a.(k8stesting.ListActionImpl)
+		obj, err := client.Tracker().List(la.GetResource(), la.GetKind(), la.GetNamespace())
+		if err != nil {
+			return true, nil, err
+		}
+		items, err := meta.ExtractList(obj)
+		if err != nil {
+			return true, nil, err
+		}
+		list := &unstructured.UnstructuredList{}
+		list.SetGroupVersionKind(la.GetKind().GroupVersion().WithKind(la.GetKind().Kind + "List"))
+		// Keep the list's resourceVersion: without it the reflector watches from "" and the
+		// fake tracker replays every object into a 100-event channel.
+		if lm, err := meta.ListAccessor(obj); err == nil {
+			list.SetResourceVersion(lm.GetResourceVersion())
+		}
+		for _, it := range items {
+			b, err := json.Marshal(it)
+			if err != nil {
+				return true, nil, err
+			}
+			var u unstructured.Unstructured
+			if err := u.UnmarshalJSON(b); err != nil {
+				return true, nil, err
+			}
+			list.Items = append(list.Items, u)
+		}
+		return true, list, nil
+	})
 }
 
 func liveHeap() uint64 {

@@ -21,6 +21,37 @@ type Row struct {
 	OK       bool
 	// Skip marks a row that could not be measured (OK is then meaningless).
 	Skip bool
+	// Failed marks a measurement that errored: its target was not shown to be met.
+	Failed bool
+}
+
+// Missed returns the rows whose target was not met: a measured row that is not OK, and a
+// measurement that failed. `go tool task bench` exits non-zero when any row is returned.
+func Missed(rows []Row) []Row {
+	var out []Row
+	for _, r := range rows {
+		if r.Failed || (!r.Skip && !r.OK) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// Verdict is the run's outcome for its exit status: the run's own error, else an error naming
+// every row that missed its target, else nil.
+func Verdict(rows []Row, runErr error) error {
+	if runErr != nil {
+		return runErr
+	}
+	missed := Missed(rows)
+	if len(missed) == 0 {
+		return nil
+	}
+	names := make([]string, len(missed))
+	for i, r := range missed {
+		names[i] = r.Metric
+	}
+	return fmt.Errorf("%d row(s) missed their target: %s", len(missed), strings.Join(names, "; "))
 }
 
 // Print writes rows as a `metric | value | baseline | ratio | target | ok` table.
@@ -31,6 +62,8 @@ func Print(w io.Writer, rows []Row) {
 	for _, r := range rows {
 		ok := "yes"
 		switch {
+		case r.Failed:
+			ok = "FAILED"
 		case r.Skip:
 			ok = "n/a"
 		case !r.OK:
@@ -60,7 +93,7 @@ type Config struct {
 	ExplainNodes, ExplainDevices         int
 	SimNodes                             int
 	NodeWindow                           time.Duration
-	// Only, when non-empty, selects phases: publish, alloc, churn, cost, memory, explain, nodes.
+	// Only, when non-empty, selects phases: unit, publish, alloc, churn, cost, memory, explain, nodes.
 	Only map[string]bool
 }
 
@@ -86,7 +119,14 @@ func Run(ctx context.Context, cfg Config, log io.Writer) ([]Row, error) {
 	var rows []Row
 	fail := func(metric string, err error) {
 		fmt.Fprintf(log, "bench: %s FAILED: %v\n", metric, err)
-		rows = append(rows, Row{Metric: metric, Value: "failed: " + firstLine(err.Error()), Skip: true})
+		rows = append(rows, Row{Metric: metric, Value: "failed: " + firstLine(err.Error()), Skip: true, Failed: true})
+	}
+	if cfg.run("unit") {
+		r, err := UnitBenchmarks(ctx, log)
+		if err != nil {
+			fail("unit benchmarks", err)
+		}
+		rows = append(rows, r...)
 	}
 	if cfg.run("memory") {
 		for _, kind := range MemoryKinds {

@@ -1,6 +1,7 @@
 // Package e2e runs DRAForge against a real kube-apiserver. TestMain starts one local control
-// plane for the package (test/cluster) unless KUBECONFIG names an existing cluster; every test
-// gets its own namespace.
+// plane for the package (test/cluster) unless DRAFORGE_E2E_KUBECONFIG names an existing cluster;
+// every test gets its own namespace. An ambient KUBECONFIG is never used: tests create and delete
+// objects, so a shell pointed at a real cluster must not be enough to aim them at it.
 package e2e
 
 import (
@@ -23,8 +24,10 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
-	if kc := os.Getenv("KUBECONFIG"); kc != "" {
-		fmt.Fprintln(os.Stderr, "e2e: using the existing cluster from KUBECONFIG", kc)
+	// Child processes (the CLI, kubectl plugins) must not fall back to an ambient cluster either.
+	os.Unsetenv("KUBECONFIG")
+	if kc := e2eutil.ExistingCluster(os.Getenv); kc != "" {
+		fmt.Fprintln(os.Stderr, "e2e: using the existing cluster from", e2eutil.ExistingClusterEnv, kc)
 		kubeconfigPath = kc
 		return m.Run()
 	}

@@ -1,10 +1,12 @@
 //go:build reliability
 
 // Package reliability is DRAForge's reliability suite: leader failover under load, an API
-// server outage, fault injection between the controller and the API server, controller
-// upgrade/rollback with schema-skew detection, and invalid input. It runs real `draforge
-// controller` processes against a local control plane (test/cluster) that TestMain starts;
-// the outage test starts a second, dedicated one because it stops kube-apiserver.
+// server outage (with and without leader election), a Lease taken from a live leader, fault
+// injection on writes, reads and watches between the controller and the API server, controller
+// upgrade/rollback (also against the previous release built from git history) with schema-skew
+// detection, and invalid input. It runs real `draforge controller` processes against a local
+// control plane (test/cluster) that TestMain starts; the two outage tests each start a
+// dedicated one because they stop kube-apiserver.
 //
 // It takes several minutes, so it carries the build tag `reliability` and runs with
 // `go tool task test:reliability`, not with `go tool task test`.
@@ -20,7 +22,7 @@ import (
 	"github.com/draforge/draforge/test/e2e/e2eutil"
 )
 
-// shared is the cluster every test but the outage test uses.
+// shared is the cluster every test but the outage tests uses.
 var shared *cluster.Cluster
 
 func TestMain(m *testing.M) {
