@@ -635,8 +635,9 @@ func TestGuardOnlyRules(t *testing.T) {
 	render(t, "--set", "server.lifecycle.shutdownTimeout=1m29s999ms", "--set", "server.terminationGracePeriodSeconds=90")
 }
 
-// Every flag the chart passes to the controller must exist in the binary.
-func TestControllerArgsAreBinaryFlags(t *testing.T) {
+// binaryFlags builds cmd/draforge and returns the flags its subcommand's --help lists.
+func binaryFlags(t *testing.T, subcommand string) map[string]bool {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("builds cmd/draforge")
 	}
@@ -646,14 +647,20 @@ func TestControllerArgsAreBinaryFlags(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build draforge: %v\n%s", err, out)
 	}
-	help, err := exec.CommandContext(t.Context(), bin, "controller", "--help").CombinedOutput()
+	help, err := exec.CommandContext(t.Context(), bin, subcommand, "--help").CombinedOutput()
 	if err != nil {
-		t.Fatalf("draforge controller --help: %v\n%s", err, help)
+		t.Fatalf("draforge %s --help: %v\n%s", subcommand, err, help)
 	}
 	known := map[string]bool{}
 	for _, m := range regexp.MustCompile(`--([a-z0-9-]+)`).FindAllStringSubmatch(string(help), -1) {
 		known[m[1]] = true
 	}
+	return known
+}
+
+// Every flag the chart passes to the controller must exist in the binary.
+func TestControllerArgsAreBinaryFlags(t *testing.T) {
+	known := binaryFlags(t, "controller")
 	c := container(t, render(t, "-f", profile(t, "values-secure.yaml")).deployment(t, controllerName), "controller")
 	for name := range flags(t, c.Args[1:]) {
 		if !known[name] {

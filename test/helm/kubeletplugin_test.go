@@ -3,9 +3,7 @@ package helm
 import (
 	"maps"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -170,23 +168,7 @@ func TestKubeletPluginRejectsInvalidValues(t *testing.T) {
 
 // Every flag the chart passes to the plugin must exist in the binary.
 func TestKubeletPluginArgsAreBinaryFlags(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds cmd/draforge")
-	}
-	bin := filepath.Join(t.TempDir(), "draforge")
-	build := exec.CommandContext(t.Context(), "go", "build", "-o", bin, "./cmd/draforge")
-	build.Dir = repoRoot(t)
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build draforge: %v\n%s", err, out)
-	}
-	help, err := exec.CommandContext(t.Context(), bin, "kubelet-plugin", "--help").CombinedOutput()
-	if err != nil {
-		t.Fatalf("draforge kubelet-plugin --help: %v\n%s", err, help)
-	}
-	known := map[string]bool{}
-	for _, m := range regexp.MustCompile(`--([a-z0-9-]+)`).FindAllStringSubmatch(string(help), -1) {
-		known[m[1]] = true
-	}
+	known := binaryFlags(t, "kubelet-plugin")
 	ds := into[appsv1.DaemonSet](t, render(t, "--set", "kubeletPlugin.enabled=true").get(t, "DaemonSet", kubeletPluginName))
 	for name := range flags(t, ds.Spec.Template.Spec.Containers[0].Args[1:]) {
 		if !known[name] {

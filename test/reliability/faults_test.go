@@ -3,16 +3,12 @@
 package reliability
 
 import (
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
-	"net/url"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -62,23 +58,7 @@ type faultProxy struct {
 
 func newFaultProxy(t *testing.T, clusterDir, server, forbidden string) (*faultProxy, string) {
 	t.Helper()
-	up, err := url.Parse(server)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pair, err := tls.LoadX509KeyPair(filepath.Join(clusterDir, "admin.crt"), filepath.Join(clusterDir, "admin.key"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	caPEM, err := os.ReadFile(filepath.Join(clusterDir, "ca.crt"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	roots := x509.NewCertPool()
-	roots.AppendCertsFromPEM(caPEM)
-	rp := httputil.NewSingleHostReverseProxy(up)
-	rp.Transport = &http.Transport{TLSClientConfig: &tls.Config{Certificates: []tls.Certificate{pair}, RootCAs: roots}, ForceAttemptHTTP2: true}
-	rp.FlushInterval = -1 // watches stream
+	rp := upstreamProxy(t, clusterDir, server)
 	p := &faultProxy{rp: rp, forbidden: forbidden, injected: map[string]int{}}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -266,13 +266,7 @@ func TestLeaseTakenAway(t *testing.T) {
 // Lease once the API server is back; allocations made before the outage are unchanged, new
 // claims are allocated, no device is held twice.
 func TestLeaderElectionOutage(t *testing.T) {
-	c, err := startCluster()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Stop() })
-	e := e2eutil.NewEnv(t, c.Kubeconfig)
-	e.Setup(t)
+	c, e := dedicatedCluster(t)
 	class := "rel-le-outage"
 	deviceClass(t, e, class, class)
 	createPool(t, e, "gpus", pool(6, class, "node-a", "node-b"))

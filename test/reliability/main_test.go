@@ -43,6 +43,20 @@ func run(m *testing.M) int {
 }
 
 // startCluster starts a local control plane (etcd + kube-apiserver) in a fresh directory.
+// dedicatedCluster starts a control plane of the test's own (for tests that stop
+// kube-apiserver), stopped at cleanup, and an env on it.
+func dedicatedCluster(t *testing.T) (*cluster.Cluster, *e2eutil.Env) {
+	t.Helper()
+	c, err := startCluster()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Stop() })
+	e := e2eutil.NewEnv(t, c.Kubeconfig)
+	e.Setup(t)
+	return c, e
+}
+
 func startCluster() (*cluster.Cluster, error) {
 	dir, err := os.MkdirTemp("", "draforge-rel-")
 	if err != nil {

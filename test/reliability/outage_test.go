@@ -38,13 +38,7 @@ type readyz struct {
 // error text or the server URL. After the restart /readyz is ready again, new claims and pool
 // changes converge, and nothing was lost or duplicated.
 func TestAPIServerOutage(t *testing.T) {
-	c, err := startCluster()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Stop() })
-	e := e2eutil.NewEnv(t, c.Kubeconfig)
-	e.Setup(t)
+	c, e := dedicatedCluster(t)
 	class := "rel-outage"
 	deviceClass(t, e, class, class)
 	createPool(t, e, "gpus", pool(4, class, "node-a", "node-b"))
