@@ -137,6 +137,22 @@ func TestRestartMakesNoWrites(t *testing.T) {
 	if w := first.Writes(t); w == 0 {
 		t.Fatal("the first controller made no writes: the test would prove nothing")
 	}
+	// Earlier tests' namespaces may still be terminating, their pods waiting for the simulated
+	// kubelet (the pod machine) to complete their deletion: let this controller finish that
+	// work, which is not the restart's.
+	eventually(t, 60*time.Second, func() (bool, string) {
+		l, err := e.Kube.CoreV1().Namespaces().List(t.Context(), metav1.ListOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		var terminating []string
+		for _, ns := range l.Items {
+			if ns.Status.Phase == corev1.NamespaceTerminating {
+				terminating = append(terminating, ns.Name)
+			}
+		}
+		return len(terminating) == 0, fmt.Sprintf("namespaces terminating: %v", terminating)
+	})
 	first.Signal(9)
 	<-first.Exited
 
