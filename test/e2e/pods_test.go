@@ -42,7 +42,13 @@ func newPodRig(t *testing.T, devices int, classExtra func(*resourcev1.DeviceClas
 	if !strings.Contains(out, "1 simulated nodes applied") {
 		t.Fatalf("nodes apply said %q", out)
 	}
-	t.Cleanup(func() { _ = e.Kube.CoreV1().Nodes().Delete(context.Background(), r.node, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		// The node goes before the namespace: remove the pods first (at once, as nothing will
+		// complete their deletion on a deleted node), so the namespace does not linger.
+		zero := int64(0)
+		_ = e.Kube.CoreV1().Pods(e.Namespace).DeleteCollection(context.Background(), metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{})
+		_ = e.Kube.CoreV1().Nodes().Delete(context.Background(), r.node, metav1.DeleteOptions{})
+	})
 	pool := newPool(e.Namespace, "gpus", map[string]any{
 		"driverName": r.driver, "deviceType": "gpu", "deviceCount": int64(devices),
 		"nodeSelector": map[string]any{"draforge.test/pool": r.prefix},

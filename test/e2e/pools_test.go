@@ -4,9 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -20,6 +17,8 @@ import (
 
 	"github.com/draforge/draforge/drivers/gvr"
 	"github.com/draforge/draforge/drivers/simdevice"
+	"github.com/draforge/draforge/test/cluster"
+	"github.com/draforge/draforge/test/e2e/e2eutil"
 )
 
 // TestPoolLifecycle: publish on two nodes, concurrent spec updates converge to the last one with
@@ -112,13 +111,20 @@ func TestPoolLifecycle(t *testing.T) {
 // TestRestartMakesNoWrites: a controller restarted over converged pools and claims makes no
 // write requests (client-side attribution through rest_client_requests_total) besides the node
 // machine's heartbeats of the simulated nodes that fall due meanwhile (counted from watches).
-// Both controllers run the built-in machines but the pod machine: pods of earlier tests still
-// terminating in this shared cluster are work a restart rightly does, not a repeated write.
+// It runs on a control plane of its own: objects other tests leave behind in the shared one
+// (pods still terminating, claims of other drivers) are work a restart rightly does.
 func TestRestartMakesNoWrites(t *testing.T) {
-	e := newEnv(t)
+	if testing.Short() {
+		t.Skip("starts its own control plane")
+	}
+	c, err := cluster.Start(t.Context(), cluster.Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Stop() })
+	e := &env{e2eutil.NewEnv(t, c.Kubeconfig)}
 	e.Setup(t)
-	machines := machinesWithout(t, "pod.cue")
-	first := startController(t, "--machines", machines)
+	first := e2eutil.StartController(t, c.Kubeconfig)
 	docs := e.ApplyFiles(t, e.Namespace, "testdata/restart.yaml")
 	e.WaitPoolReady(t, e.Namespace, "restart")
 	// One device on each of node-a and node-b: the two claims get one each, in either order.
@@ -147,7 +153,7 @@ func TestRestartMakesNoWrites(t *testing.T) {
 	<-first.Exited
 
 	heartbeats := e.CountHeartbeats(t)
-	second := startController(t, "--machines", machines)
+	second := e2eutil.StartController(t, c.Kubeconfig)
 	// Readiness implies synced caches; give the machines time to sweep every object.
 	eventually(t, 30*time.Second, func() (bool, string) {
 		n := second.Metric(t, "draforge_controller_sync_attempts_total")
@@ -286,28 +292,4 @@ func TestPoolFollowsNodeLabelsNotHeartbeats(t *testing.T) {
 	if after := syncs(); after <= before {
 		t.Errorf("the label change made no pool sync (%v, before %v)", after, before)
 	}
-}
-
-// machinesWithout copies the built-in machines (machines/*.cue) but the named files into a
-// temporary directory, for --machines.
-func machinesWithout(t *testing.T, skip ...string) string {
-	t.Helper()
-	dir := t.TempDir()
-	files, err := filepath.Glob(filepath.Join(repoRoot(), "machines", "*.cue"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range files {
-		if slices.Contains(skip, filepath.Base(f)) {
-			continue
-		}
-		data, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, filepath.Base(f)), data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return dir
 }
