@@ -95,9 +95,12 @@ func TestSchedulerAgrees(t *testing.T) {
 	}
 	ctx := t.Context()
 	seed, n := envInt("ORACLE_SEED", defaultSeed), int(envInt("ORACLE_CLAIMS", defaultClaims))
-	cases, err := ScenarioCases("../../examples/scenarios", "../../examples/simulated-nodes.yaml")
+	cases, skipped, err := ScenarioCases("../../examples/scenarios", "../../examples/simulated-nodes.yaml")
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, s := range skipped {
+		t.Logf("scenario skipped: %s", s)
 	}
 	scenarios := len(cases)
 	world := RandomWorld()

@@ -54,10 +54,10 @@ func into[T any](u *unstructured.Unstructured) (*T, error) {
 // DeviceClasses renamed per scenario so scenarios do not collide) and a case per
 // ResourceClaim. Each claim is decided on its own against the scenario's empty devices: a scenario's expected outcomes (some claims pending
 // because others took the devices first) depend on order, the verdict per claim does not.
-func ScenarioCases(dir, nodesFile string) ([]Case, error) {
+func ScenarioCases(dir, nodesFile string) (cases []Case, skipped []string, err error) {
 	nodeDocs, err := decodeFile(nodesFile)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	// The nodes the scenarios use: SimulatedNodes documents (as `draforge scenario apply`
 	// creates them) or plain Nodes.
@@ -66,64 +66,70 @@ func ScenarioCases(dir, nodesFile string) ([]Case, error) {
 		if u.GetKind() == "Node" {
 			n, err := into[corev1.Node](u)
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			nodes = append(nodes, n)
 			continue
 		}
 		spec, err := simnode.Decode(u)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", nodesFile, err)
+			return nil, nil, fmt.Errorf("%s: %w", nodesFile, err)
 		}
 		nodes = append(nodes, spec.Nodes(time.Now())...)
 	}
 	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	sort.Strings(files)
-	var cases []Case
 	for k, file := range files {
 		docs, err := decodeFile(file)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		w := &World{Name: filepath.Base(file)}
 		prefix := fmt.Sprintf("sc%02d-", k)
 		byNode := map[string][]*resourcev1.ResourceSlice{}
 		var claims []*resourcev1.ResourceClaim
+		unbound := false
 		for _, u := range docs {
 			switch u.GetKind() {
 			case simdevice.Kind:
 				p, err := simdevice.FromUnstructured(u)
 				if err != nil {
-					return nil, fmt.Errorf("%s: %w", file, err)
+					return nil, nil, fmt.Errorf("%s: %w", file, err)
 				}
 				slices, err := simdevice.DesiredSlices(p, nodes)
 				if err != nil {
-					return nil, fmt.Errorf("%s: %w", file, err)
+					return nil, nil, fmt.Errorf("%s: %w", file, err)
 				}
 				for _, s := range slices {
 					n := ptr.Deref(s.Spec.NodeName, "")
 					if n == "" {
-						return nil, fmt.Errorf("%s: pool %s publishes a slice not bound to one node; the oracle copies node-local slices only", file, p.Name)
+						// Per-device node selection: the oracle copies node-local slices only.
+						unbound = true
+						continue
 					}
 					byNode[n] = append(byNode[n], s)
 				}
 			case "DeviceClass":
 				c, err := into[resourcev1.DeviceClass](u)
 				if err != nil {
-					return nil, err
+					return nil, nil, err
 				}
 				c.Name = prefix + c.Name
 				w.Classes = append(w.Classes, c)
 			case "ResourceClaim":
 				c, err := into[resourcev1.ResourceClaim](u)
 				if err != nil {
-					return nil, err
+					return nil, nil, err
 				}
 				claims = append(claims, c)
 			}
+		}
+		if unbound {
+			skipped = append(skipped, filepath.Base(file)+": a pool publishes slices not bound to one node (per-device node selection)")
+			continue
 		}
 		for _, n := range nodes {
 			if s := byNode[n.Name]; len(s) > 0 {
@@ -147,5 +153,5 @@ func ScenarioCases(dir, nodesFile string) ([]Case, error) {
 			cases = append(cases, Case{ID: w.Name + "/" + c.Name, World: w, Claim: c})
 		}
 	}
-	return cases, nil
+	return cases, skipped, nil
 }
