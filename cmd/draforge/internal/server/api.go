@@ -8,6 +8,7 @@ import (
 
 	"github.com/draforge/draforge/cmd/draforge/internal/doctor"
 	"github.com/draforge/draforge/cmd/draforge/internal/explain"
+	"github.com/draforge/draforge/cmd/draforge/internal/inventory"
 	"github.com/draforge/draforge/engine"
 )
 
@@ -48,16 +49,7 @@ func (s *Server) routes() http.Handler {
 		}
 	}))
 	mux.HandleFunc("GET /api/claims/{namespace}/{name}", snap(func(w http.ResponseWriter, r *http.Request, v *view) {
-		ns, name := r.PathValue("namespace"), r.PathValue("name")
-		for _, c := range v.claims {
-			if c.Namespace == ns && c.Name == name {
-				if !etag(w, r, v.version) {
-					writeJSON(w, http.StatusOK, c)
-				}
-				return
-			}
-		}
-		writeError(w, http.StatusNotFound, codeNotFound, "no such ResourceClaim")
+		writeNamed(w, r, v, v.claims, func(c inventory.ClaimView) (string, string) { return c.Namespace, c.Name }, "no such ResourceClaim")
 	}))
 	mux.HandleFunc("GET /api/graph", snap(func(w http.ResponseWriter, r *http.Request, v *view) {
 		if !etag(w, r, v.version) {
@@ -174,4 +166,19 @@ func (s *Server) machine(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Cache-Control", "no-store")
 		writeJSON(w, http.StatusOK, mv)
 	}
+}
+
+// writeNamed answers the item of list named by the request's namespace and name path values,
+// or 404 with notFound.
+func writeNamed[T any](w http.ResponseWriter, r *http.Request, v *view, list []T, key func(T) (string, string), notFound string) {
+	ns, name := r.PathValue("namespace"), r.PathValue("name")
+	for _, item := range list {
+		if n, m := key(item); n == ns && m == name {
+			if !etag(w, r, v.version) {
+				writeJSON(w, http.StatusOK, item)
+			}
+			return
+		}
+	}
+	writeError(w, http.StatusNotFound, codeNotFound, notFound)
 }

@@ -43,16 +43,7 @@ func (s *Server) podRoutes(mux *http.ServeMux, snap func(func(http.ResponseWrite
 		}
 	}))
 	mux.HandleFunc("GET /api/pods/{namespace}/{name}", snap(func(w http.ResponseWriter, r *http.Request, v *view) {
-		ns, name := r.PathValue("namespace"), r.PathValue("name")
-		for _, p := range v.pods {
-			if p.Namespace == ns && p.Name == name {
-				if !etag(w, r, v.version) {
-					writeJSON(w, http.StatusOK, p)
-				}
-				return
-			}
-		}
-		writeError(w, http.StatusNotFound, codeNotFound, "no such Pod with ResourceClaims")
+		writeNamed(w, r, v, v.pods, func(p inventory.PodView) (string, string) { return p.Namespace, p.Name }, "no such Pod with ResourceClaims")
 	}))
 	mux.HandleFunc("GET /api/explain/pod/{namespace}/{name}", snap(func(w http.ResponseWriter, r *http.Request, v *view) {
 		res, err := explain.ExplainPod(r.Context(), v.snap, r.PathValue("namespace"), r.PathValue("name"))
