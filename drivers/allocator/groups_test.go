@@ -28,21 +28,7 @@ func groupsCluster(t *testing.T, features *structured.Features, spec simdevice.P
 	a := New(Options{Features: features})
 	spec.TargetNodes = nodes
 	p := &simdevice.Pool{ObjectMeta: metav1.ObjectMeta{Name: "groups", Namespace: "ns", UID: "uid"}, Spec: spec}
-	p.Default()
-	var ns []*corev1.Node
-	for _, n := range nodes {
-		node := newNode(n)
-		a.UpsertNode(node)
-		ns = append(ns, node)
-	}
-	slices, err := simdevice.DesiredSlices(p, ns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, s := range slices {
-		s.Spec.Pool.Generation = 1
-		a.UpsertSlice(compactslice.From(s))
-	}
+	publishPool(t, a, p, nodes...)
 	for _, typ := range []string{"gpu", "nic"} {
 		a.UpsertClass(newClass(typ, "device.driver == '"+groupsDriver+"' && device.attributes['"+groupsDriver+"'].deviceType == '"+typ+"'"))
 	}

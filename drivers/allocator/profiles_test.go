@@ -41,6 +41,13 @@ func profileCluster(t *testing.T, profile simdevice.Profile, driverName string, 
 		ObjectMeta: metav1.ObjectMeta{Name: "pool", Namespace: "ns", UID: "uid"},
 		Spec:       simdevice.PoolSpec{DriverName: driverName, DeviceType: "gpu", DeviceCount: deviceCount, Profile: profile, TargetNodes: nodes},
 	}
+	publishPool(t, a, p, nodes...)
+	return a
+}
+
+// publishPool defaults p and feeds a its nodes and the slices it publishes on them.
+func publishPool(t *testing.T, a *Allocator, p *simdevice.Pool, nodes ...string) {
+	t.Helper()
 	p.Default()
 	var ns []*corev1.Node
 	for _, n := range nodes {
@@ -56,7 +63,6 @@ func profileCluster(t *testing.T, profile simdevice.Profile, driverName string, 
 		s.Spec.Pool.Generation = 1
 		a.UpsertSlice(compactslice.From(s))
 	}
-	return a
 }
 
 func withCapacity(r resourcev1.DeviceRequest, requests map[resourcev1.QualifiedName]string) resourcev1.DeviceRequest {
