@@ -114,6 +114,7 @@ func runController(ctx context.Context, kf *kubeFlags, o *controllerOptions) err
 	mux := runtimeHandler(live, &health.Readiness{Kube: kube, Timeout: o.readyTimeout, Grace: o.readyGrace, Synced: informers.Synced}, m0)
 	// Read-only state and transition history of one object, for draforge serve --controller-url.
 	mux.Handle("GET /debug/machines/{machine}/{namespace}/{name}", eng.DebugHandler())
+	mux.Handle("GET /debug/machines/{machine}/{name}", eng.DebugHandler()) // cluster-scoped (node)
 	server := &health.Server{Addr: o.runtimeAddr, Handler: mux, ShutdownTimeout: o.shutdownWithin}
 
 	log.Info().Int("machines", len(machines)).Bool("leaderElect", o.leader.Enabled).Str("runtimeAddress", o.runtimeAddr).

@@ -75,6 +75,8 @@ func (s *Server) routes() http.Handler {
 		writeJSON(w, http.StatusOK, s.store.doctor(v))
 	}))
 	mux.HandleFunc("GET /api/machines/{machine}/{namespace}/{name}", s.machine)
+	// Cluster-scoped machines (node) have no namespace segment.
+	mux.HandleFunc("GET /api/machines/{machine}/{name}", s.machine)
 	mux.HandleFunc("GET /api/stream", s.stream)
 	mux.HandleFunc("GET /api/", func(w http.ResponseWriter, _ *http.Request) {
 		writeError(w, http.StatusNotFound, codeNotFound, "no such API route")
@@ -128,10 +130,11 @@ func (s *Server) summary(v *view) Summary {
 		Streams: s.hub.clientCount(), Server: s.o.Version}
 }
 
-// MachineView is /api/machines/{machine}/{namespace}/{name}.
+// MachineView is /api/machines/{machine}/{namespace}/{name} (/api/machines/{machine}/{name} for a
+// cluster-scoped machine; Namespace is then empty).
 type MachineView struct {
 	Machine   string `json:"machine"`
-	Namespace string `json:"namespace"`
+	Namespace string `json:"namespace,omitempty"`
 	Name      string `json:"name"`
 	State     string `json:"state"`
 	// History is the controller's transition history; omitted when it is not available.

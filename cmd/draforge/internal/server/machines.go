@@ -61,8 +61,11 @@ func (m *EngineMachines) fromController(ctx context.Context, machine, namespace,
 	if client == nil {
 		client = http.DefaultClient
 	}
-	u := strings.TrimSuffix(m.ControllerURL, "/") + "/debug/machines/" + url.PathEscape(machine) + "/" +
-		url.PathEscape(namespace) + "/" + url.PathEscape(name)
+	u := strings.TrimSuffix(m.ControllerURL, "/") + "/debug/machines/" + url.PathEscape(machine) + "/"
+	if namespace != "" {
+		u += url.PathEscape(namespace) + "/"
+	}
+	u += url.PathEscape(name)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return nil, err

@@ -25,6 +25,8 @@ type fakeMachines struct{}
 
 func (fakeMachines) Machine(_ context.Context, m, ns, name string) (*MachineView, error) {
 	switch {
+	case m == "node" && ns == "" && name == "sim-node-0":
+		return &MachineView{Machine: m, Name: name, State: "ready", HistorySource: "none"}, nil
 	case m != "claim":
 		return nil, fmt.Errorf("%w %q", engine.ErrUnknownMachine, m)
 	case ns != "demo" || name != "used":
@@ -147,6 +149,7 @@ func TestRoutes(t *testing.T) {
 		}},
 		{"/api/doctor", 200, "application/json", jsonHas(`"results"`, `"snapshotVersion": 1`, `"DRA006"`)},
 		{"/api/machines/claim/demo/used", 200, "application/json", jsonHas(`"state": "allocated"`, `"historySource": "none"`)},
+		{"/api/machines/node/sim-node-0", 200, "application/json", jsonHas(`"state": "ready"`, `"name": "sim-node-0"`)},
 		{"/api/machines/claim/demo/other", 404, "application/json", func(t *testing.T, b []byte) {
 			if errCode(t, b) != codeNotFound {
 				t.Error(string(b))
