@@ -78,6 +78,17 @@ func register(reg *engine.Registry, d Deps) (*Set, error) {
 	return &Set{Claims: c, Pools: p, Binding: b}, nil
 }
 
+// OptionalResources marks what an API server older than the simulator's Kubernetes may not
+// serve: resource.k8s.io/v1 DeviceTaintRules are Kubernetes 1.37. On such a server no rule
+// taints a device, as in its kube-scheduler, and the informer syncs empty instead of waiting
+// for the resource forever.
+func OptionalResources(inf *engine.Informers, log zerolog.Logger) {
+	inf.Optional(gvr.DeviceTaintRules, func() {
+		log.Warn().Str("resource", gvr.DeviceTaintRules.String()).
+			Msg("the API server does not serve DeviceTaintRules (Kubernetes before 1.37): no DeviceTaintRule taints a device")
+	})
+}
+
 // CacheTyped makes inf cache the resources the drivers only read (slices, classes, nodes, pods)
 // as typed objects, so the allocator's stores and the pod index share the informers' objects
 // instead of holding a second, converted copy. Pods and nodes are pruned to the fields the

@@ -42,14 +42,17 @@ type Informers struct {
 	typed map[schema.GroupVersionResource]cache.TransformFunc
 	// pruned shrink the unstructured objects of selector informers (see PruneSelected).
 	pruned map[schema.GroupVersionResource]func(*unstructured.Unstructured)
+	// optional are the resources the API server may not serve (see Optional).
+	optional *optionalSet
 }
 
 // NewInformers returns informers over client with no periodic resync: the engine is event-driven.
 // Their lists and watches wait out an unreachable API server instead of backing off (see
 // reconnecting).
 func NewInformers(client dynamic.Interface) *Informers {
+	optional := &optionalSet{onMissing: map[schema.GroupVersionResource]func(){}, missing: map[schema.GroupVersionResource]bool{}}
 	if client != nil {
-		client = reconnecting{client}
+		client = optionalClient{Interface: reconnecting{client}, set: optional}
 	}
 	f := dynamicinformer.NewDynamicSharedInformerFactory(client, 0)
 	return &Informers{
@@ -62,6 +65,7 @@ func NewInformers(client dynamic.Interface) *Informers {
 		dispatch:  map[schema.GroupVersionResource]*dispatcher{},
 		typed:     map[schema.GroupVersionResource]cache.TransformFunc{},
 		pruned:    map[schema.GroupVersionResource]func(*unstructured.Unstructured){},
+		optional:  optional,
 	}
 }
 

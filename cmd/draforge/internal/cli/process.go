@@ -109,7 +109,9 @@ func newBaseProcess(kf *kubeFlags, o processOptions) (*process, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &process{log: log, cfg: cfg, kube: kube, dyn: dyn, informers: engine.NewInformers(dyn)}, nil
+	informers := engine.NewInformers(dyn)
+	drivers.OptionalResources(informers, log)
+	return &process{log: log, cfg: cfg, kube: kube, dyn: dyn, informers: informers}, nil
 }
 
 // loadMachineDir loads the machines of dir, or the embedded ones when dir is empty.

@@ -1,0 +1,90 @@
+package engine
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+)
+
+// notServing answers every request for a resource of group resource.k8s.io with 404, as an API
+// server that does not serve it does (DeviceTaintRules before Kubernetes 1.37).
+func notServing(w http.ResponseWriter, r *http.Request) {
+	if strings.HasPrefix(r.URL.Path, "/apis/resource.k8s.io/") {
+		http.Error(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"NotFound","code":404}`, http.StatusNotFound)
+		return
+	}
+	http.Error(w, "unexpected", http.StatusInternalServerError)
+}
+
+func TestOptionalResourceNotServedSyncsEmpty(t *testing.T) {
+	addr := freeAddr(t)
+	serveAt(t, addr, notServing)
+	c, err := dynamic.NewForConfig(&rest.Config{Host: "http://" + addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules := schema.GroupVersionResource{Group: "resource.k8s.io", Version: "v1", Resource: "devicetaintrules"}
+	inf := NewInformers(c)
+	var missing atomic.Int32
+	inf.Optional(rules, func() { missing.Add(1) })
+	var events atomic.Int32
+	inf.Notify(rules, cache.ResourceEventHandlerFuncs{AddFunc: func(any) { events.Add(1) }})
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if err := inf.Start(ctx); err != nil {
+		t.Fatalf("an optional resource the server does not serve must sync empty: %v", err)
+	}
+	if !inf.Synced() || inf.Count() != 0 || events.Load() != 0 {
+		t.Errorf("synced %v, %d objects, %d events", inf.Synced(), inf.Count(), events.Load())
+	}
+	time.Sleep(200 * time.Millisecond) // the watch has been made by now
+	if n := missing.Load(); n != 1 {
+		t.Errorf("onMissing ran %d times, want once", n)
+	}
+}
+
+// TestRequiredResourceNotServedNeverSyncs: without Optional the 404 is an error the informer
+// retries, so the caches never sync (what Optional exists to avoid).
+func TestRequiredResourceNotServedNeverSyncs(t *testing.T) {
+	addr := freeAddr(t)
+	serveAt(t, addr, notServing)
+	c, err := dynamic.NewForConfig(&rest.Config{Host: "http://" + addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inf := NewInformers(c)
+	inf.For(schema.GroupVersionResource{Group: "resource.k8s.io", Version: "v1", Resource: "resourceslices"})
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+	defer cancel()
+	if err := inf.Start(ctx); err == nil {
+		t.Fatal("a required resource the server does not serve synced")
+	}
+}
+
+func TestEmptyWatchEndsInitialEventsAndCloses(t *testing.T) {
+	yes := true
+	w := emptyWatch(metav1.ListOptions{SendInitialEvents: &yes}, 50*time.Millisecond)
+	ev, ok := <-w.ResultChan()
+	if !ok || ev.Type != "BOOKMARK" {
+		t.Fatalf("first event %v %v, want the bookmark ending the initial events", ev, ok)
+	}
+	select {
+	case _, ok := <-w.ResultChan():
+		if ok {
+			t.Fatal("an empty watch sent an event")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the empty watch did not end after its recheck time")
+	}
+	w.Stop()
+	w.Stop() // idempotent
+}
