@@ -56,8 +56,10 @@ func (s *Server) routes() http.Handler {
 			writeJSON(w, http.StatusOK, v.graphOf())
 		}
 	}))
+	// ?devices=false leaves out the per-device lists (the dashboard's summary: at 1,000 nodes the
+	// full answer is a megabyte).
 	mux.HandleFunc("GET /api/explain/{namespace}/{name}", snap(func(w http.ResponseWriter, r *http.Request, v *view) {
-		res, err := explain.Explain(r.Context(), v.snap, r.PathValue("namespace"), r.PathValue("name"))
+		res, err := v.explain(r.Context(), r.PathValue("namespace"), r.PathValue("name"))
 		switch {
 		case explain.IsNotFound(err):
 			writeError(w, http.StatusNotFound, codeNotFound, "no such ResourceClaim")
@@ -65,6 +67,9 @@ func (s *Server) routes() http.Handler {
 			s.o.Log.Error().Err(err).Str("route", "explain").Msg("explain failed")
 			writeError(w, http.StatusInternalServerError, codeInternal, "the claim could not be explained")
 		default:
+			if r.URL.Query().Get("devices") == "false" {
+				res = res.WithoutDevices()
+			}
 			if !etag(w, r, v.version) {
 				writeJSON(w, http.StatusOK, res)
 			}

@@ -166,3 +166,63 @@ func TestDashboardExplainsPod(t *testing.T) {
 		t.Logf("DOM:\n%s", dom)
 	}
 }
+
+// explainBound is how long the Explain tab may take, from navigation start, to show a pending
+// claim at 1,000 nodes (the allocator runs on every node server-side).
+const explainBound = 3 * time.Second
+
+// The Explain tab at 1,000 nodes is summary-first, as `draforge explain` is: reason counts and
+// node groups, not 8,000 device rows and 1,000 node rows; the devices come on request, capped.
+func TestDashboardExplainThousandNodes(t *testing.T) {
+	requireBrowser(t)
+	s, ts := newTestServer(t, Options{})
+	snap := thousandNodes()
+	big := it.Claim("demo", "big", "gpu")
+	big.Spec.Devices.Requests[0].Exactly.Count = 9 // more than any node has
+	snap.Claims = append(snap.Claims, big)
+	s.Publish(snap.Sort(), nil)
+	loaded := dashboardLoaded + ` && document.getElementById("explain-summary") && document.body.dataset.explainMs`
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+
+	dom, err := browser.RenderedDOM(ctx, ts.URL+"/#explain?claim=demo%2Fbig", loaded)
+	if err != nil {
+		t.Fatalf("%v\nDOM:\n%.4000s", err, dom)
+	}
+	for _, want := range []string{
+		"no node fits the claim (1000 nodes tried)",
+		"Request gpu (class gpu, ExactCount 9): 8000 matching, 7400 available",
+		"Excluded: AlreadyAllocated 500, Tainted 100",
+		`data-explain-devices="demo/big"`,
+		"Node groups (",
+	} {
+		if !strings.Contains(dom, want) {
+			t.Errorf("summary DOM lacks %q", want)
+		}
+	}
+	if strings.Contains(dom, "Devices for gpu") {
+		t.Error("the summary rendered the device list")
+	}
+	if rows := strings.Count(dom, "does not fit</span>"); rows == 0 || rows > 10 {
+		t.Errorf("%d node group rows, want a few groups for 1,000 nodes", rows)
+	}
+	ms := regexp.MustCompile(`data-explain-ms="(\d+)"`).FindStringSubmatch(dom)
+	if ms == nil {
+		t.Fatal("no explain render time recorded")
+	}
+	took, _ := strconv.Atoi(ms[1])
+	t.Logf("explain rendered %d ms after navigation start", took)
+	if time.Duration(took)*time.Millisecond > explainBound {
+		t.Errorf("explain took %d ms, bound %v", took, explainBound)
+	}
+
+	dom, err = browser.RenderedDOM(ctx, ts.URL+"/#explain?claim=demo%2Fbig&devices=1", loaded+` && document.body.innerHTML.includes("Devices for gpu")`)
+	if err != nil {
+		t.Fatalf("%v\nDOM:\n%.4000s", err, dom)
+	}
+	for _, want := range []string{"Devices for gpu (200)", "7800 more devices: draforge explain --devices claim/big -n demo lists them all"} {
+		if !strings.Contains(dom, want) {
+			t.Errorf("devices DOM lacks %q", want)
+		}
+	}
+}

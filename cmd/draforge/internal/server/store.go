@@ -2,11 +2,13 @@ package server
 
 import (
 	"cmp"
+	"context"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/draforge/draforge/cmd/draforge/internal/doctor"
+	"github.com/draforge/draforge/cmd/draforge/internal/explain"
 	"github.com/draforge/draforge/cmd/draforge/internal/graph"
 	"github.com/draforge/draforge/cmd/draforge/internal/inventory"
 )
@@ -43,6 +45,35 @@ type view struct {
 
 	graphOnce sync.Once
 	graph     *graph.Graph
+
+	// explained keeps claim explanations of this snapshot: one at 1,000 nodes runs the allocator
+	// on every node (most of a second), and the dashboard asks again on every change it hears of.
+	explainMu sync.Mutex
+	explained map[string]*explain.Result
+}
+
+// maxExplained bounds the explanations a view keeps (each can be a megabyte at 1,000 nodes).
+const maxExplained = 16
+
+// explain explains the claim namespace/name over the view's snapshot, once per snapshot.
+func (v *view) explain(ctx context.Context, namespace, name string) (*explain.Result, error) {
+	key := namespace + "/" + name
+	v.explainMu.Lock()
+	defer v.explainMu.Unlock()
+	if r, ok := v.explained[key]; ok {
+		return r, nil
+	}
+	r, err := explain.Explain(ctx, v.snap, namespace, name)
+	if err != nil {
+		return nil, err
+	}
+	if v.explained == nil {
+		v.explained = map[string]*explain.Result{}
+	}
+	if len(v.explained) < maxExplained {
+		v.explained[key] = r
+	}
+	return r, nil
 }
 
 // Counts are the object counts of a snapshot.

@@ -174,13 +174,23 @@ function renderDoctor(rep) {
       r.remediation ? el("p", {}, el("strong", {}, "Remediation: "), r.remediation) : null)));
 }
 
-async function explain(key) {
+// maxDeviceRows is how many device lines "Show devices" renders per request; the rest are
+// counted (draforge explain --devices lists them all).
+const maxDeviceRows = 200;
+
+// explain shows the summary first, as `draforge explain` does: per request the devices excluded
+// counted by reason, nodes grouped by why they do not fit. The per-device lists (a megabyte at
+// 1,000 nodes) are fetched only when asked for.
+async function explain(key, withDevices) {
   if (!key) { $("explain").replaceChildren(el("p", { class: "meta" }, "No claim selected.")); return; }
+  // A refresh of the same claim keeps the devices shown if they were.
+  if (withDevices === undefined) withDevices = key === state.explainTarget && state.explainDevices;
   state.explainTarget = key;
+  state.explainDevices = !!withDevices;
   const [ns, name] = key.split("/");
   let r;
   try {
-    r = await getJSON("/api/explain/" + encodeURIComponent(ns) + "/" + encodeURIComponent(name));
+    r = await getJSON("/api/explain/" + encodeURIComponent(ns) + "/" + encodeURIComponent(name) + (withDevices ? "" : "?devices=false"));
   } catch (e) {
     $("explain").replaceChildren(el("p", { class: "error", role: "alert" }, e.message));
     return;
@@ -191,16 +201,41 @@ async function explain(key) {
     parts.push(el("h4", {}, "Request " + req.name + " (class " + req.deviceClass + ", " + req.mode + (req.count ? " " + req.count : "") + "): " +
       req.matching + " matching, " + req.available + " available"));
     if (!req.classFound) parts.push(el("p", { class: "error" }, "ClassNotFound: DeviceClass " + req.deviceClass + " does not exist"));
-    parts.push(table("Devices for " + req.name, ["Device", "Node", "Available", "Reasons"],
-      (req.devices || []).map((d) => [d.driver + "/" + d.pool + "/" + d.device, d.node || "(any node)", badge(d.available ? "yes" : "no", d.available ? "ok" : "bad"),
-        (d.reasons || []).map((x) => x.code + ": " + x.message).join("; ") || "–"])));
+    const excluded = Object.entries(req.excluded || {}).sort((a, b) => b[1] - a[1]);
+    if (excluded.length) parts.push(el("p", { class: "explain-excluded" }, "Excluded: " + excluded.map(([code, n]) => code + " " + n).join(", ")));
+    if (withDevices) {
+      const devs = req.devices || [];
+      parts.push(table("Devices for " + req.name, ["Device", "Node", "Available", "Reasons"],
+        devs.slice(0, maxDeviceRows).map((d) => [d.driver + "/" + d.pool + "/" + d.device, d.node || "(any node)", badge(d.available ? "yes" : "no", d.available ? "ok" : "bad"),
+          (d.reasons || []).map((x) => x.code + ": " + x.message).join("; ") || "–"])));
+      if (devs.length > maxDeviceRows) parts.push(el("p", { class: "meta" }, (devs.length - maxDeviceRows) + " more devices: draforge explain --devices claim/" + name + " -n " + ns + " lists them all"));
+    }
   }
-  if ((ex.nodes || []).length) {
-    parts.push(el("h4", {}, "Nodes"));
-    parts.push(table("Nodes", ["Node", "Fits", "Summary"], ex.nodes.map((n) => [n.node, badge(n.fits ? "fits" : "does not fit", n.fits ? "ok" : "bad"), n.summary])));
+  if (!withDevices && (ex.requests || []).length) {
+    parts.push(el("button", { type: "button", id: "explain-devices", "data-explain-devices": key }, "Show devices"));
+  }
+  const groups = nodeGroups(ex.nodes || []);
+  if (groups.length) {
+    parts.push(el("h4", {}, "Nodes (" + (ex.nodes || []).length + ")"));
+    parts.push(table("Node groups", ["Verdict", "Nodes", "Why"], groups.map((g) => [badge(g.fits ? "fits" : "does not fit", g.fits ? "ok" : "bad"),
+      g.nodes.length + ": " + g.nodes.slice(0, 3).join(", ") + (g.nodes.length > 3 ? " and " + (g.nodes.length - 3) + " more" : ""), g.summary])));
   }
   if ((ex.remedies || []).length) parts.push(el("h4", {}, "Remedies"), el("ul", {}, ex.remedies.map((x) => el("li", {}, x))));
   $("explain").replaceChildren(...parts);
+  if (location.hash.startsWith("#explain")) history.replaceState(null, "", "#explain" + explainHash());
+  document.body.dataset.explainMs = String(Math.round(performance.now()));
+}
+
+// nodeGroups groups nodes by verdict and reason: fitting nodes first, then the largest groups
+// (the grouping of `draforge explain`).
+function nodeGroups(nodes) {
+  const byKey = new Map();
+  for (const n of nodes) {
+    const k = (n.fits ? "1" : "0") + "\u0000" + n.summary;
+    if (!byKey.has(k)) byKey.set(k, { fits: !!n.fits, summary: n.summary, nodes: [] });
+    byKey.get(k).nodes.push(n.node);
+  }
+  return [...byKey.values()].sort((a, b) => (b.fits - a.fits) || (b.nodes.length - a.nodes.length));
 }
 
 // Nodes × devices: the server filters and pages (/api/occupancy), so the DOM holds one page of
@@ -348,8 +383,13 @@ function select(view) {
     b.setAttribute("aria-selected", on ? "true" : "false");
     $("view-" + b.dataset.view).hidden = !on;
   }
-  const hash = "#" + view + (view === "nodes" ? occHash() : view === "pods" && state.podTarget ? "?explain=" + encodeURIComponent(state.podTarget) : "");
+  const hash = "#" + view + (view === "nodes" ? occHash() : view === "pods" && state.podTarget ? "?explain=" + encodeURIComponent(state.podTarget) :
+    view === "explain" && state.explainTarget ? explainHash() : "");
   if (location.hash !== hash) history.replaceState(null, "", hash);
+}
+
+function explainHash() {
+  return "?claim=" + encodeURIComponent(state.explainTarget) + (state.explainDevices ? "&devices=1" : "");
 }
 
 // The nodes view keeps its filter, page and selected node in the URL (#nodes?q=…&node=…), so a
@@ -373,9 +413,13 @@ document.addEventListener("DOMContentLoaded", () => {
   for (const b of document.querySelectorAll("[data-view]")) b.addEventListener("click", () => select(b.dataset.view));
   $("claims").addEventListener("click", (ev) => {
     const key = ev.target.closest("[data-explain]")?.dataset.explain;
-    if (key) { $("explain-claim").value = key; select("explain"); explain(key); }
+    if (key) { $("explain-claim").value = key; select("explain"); explain(key, false); }
   });
-  $("explain-form").addEventListener("submit", (ev) => { ev.preventDefault(); explain($("explain-claim").value); });
+  $("explain-form").addEventListener("submit", (ev) => { ev.preventDefault(); explain($("explain-claim").value, false); });
+  $("explain").addEventListener("click", (ev) => {
+    const key = ev.target.closest("[data-explain-devices]")?.dataset.explainDevices;
+    if (key) explain(key, true);
+  });
   $("pods").addEventListener("click", (ev) => {
     const key = ev.target.closest("[data-explain-pod]")?.dataset.explainPod;
     if (key) explainPod(key);
@@ -395,6 +439,11 @@ document.addEventListener("DOMContentLoaded", () => {
   $("occ-next").addEventListener("click", () => { state.occ.offset += occPageSize; occChanged(); });
   const [initial, query] = location.hash.slice(1).split("?");
   if (initial === "pods" && query) state.podTarget = new URLSearchParams(query).get("explain") || ""; // #pods?explain=ns/name
+  if (initial === "explain" && query) { // #explain?claim=ns/name[&devices=1]
+    const qs = new URLSearchParams(query);
+    state.explainTarget = qs.get("claim") || "";
+    state.explainDevices = qs.get("devices") === "1";
+  }
   if (initial === "nodes" && query) {
     const qs = new URLSearchParams(query);
     state.occ = { q: qs.get("q") || "", state: qs.get("state") || "", offset: Math.max(0, parseInt(qs.get("offset") || "0", 10) || 0), node: qs.get("node") || "" };
