@@ -25,13 +25,20 @@ func notServing(w http.ResponseWriter, r *http.Request) {
 	http.Error(w, "unexpected", http.StatusInternalServerError)
 }
 
-func TestOptionalResourceNotServedSyncsEmpty(t *testing.T) {
+// notServingClient is a client of a server that serves no resource.k8s.io resource.
+func notServingClient(t *testing.T) dynamic.Interface {
+	t.Helper()
 	addr := freeAddr(t)
 	serveAt(t, addr, notServing)
 	c, err := dynamic.NewForConfig(&rest.Config{Host: "http://" + addr})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return c
+}
+
+func TestOptionalResourceNotServedSyncsEmpty(t *testing.T) {
+	c := notServingClient(t)
 	rules := schema.GroupVersionResource{Group: "resource.k8s.io", Version: "v1", Resource: "devicetaintrules"}
 	inf := NewInformers(c)
 	var missing atomic.Int32
@@ -55,12 +62,7 @@ func TestOptionalResourceNotServedSyncsEmpty(t *testing.T) {
 // TestRequiredResourceNotServedNeverSyncs: without Optional the 404 is an error the informer
 // retries, so the caches never sync (what Optional exists to avoid).
 func TestRequiredResourceNotServedNeverSyncs(t *testing.T) {
-	addr := freeAddr(t)
-	serveAt(t, addr, notServing)
-	c, err := dynamic.NewForConfig(&rest.Config{Host: "http://" + addr})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := notServingClient(t)
 	inf := NewInformers(c)
 	inf.For(schema.GroupVersionResource{Group: "resource.k8s.io", Version: "v1", Resource: "resourceslices"})
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
