@@ -3,6 +3,7 @@ package claims
 import (
 	"context"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
@@ -50,10 +51,29 @@ func (d *Driver) createPod(ctx context.Context, obj *unstructured.Unstructured) 
 		return err
 	}
 	_, err = d.kube.CoreV1().Pods(claim.Namespace).Create(ctx, allocationpod.Build(claim), metav1.CreateOptions{})
-	if apierrors.IsAlreadyExists(err) {
+	switch {
+	case apierrors.IsAlreadyExists(err):
 		return nil
+	case AdmissionWait(err):
+		return engine.Pending("AllocationPodRefused", err.Error(), admissionRetry)
 	}
 	return err
+}
+
+// admissionRetry is how soon a pod refused by admission for a passing reason is tried again.
+const admissionRetry = 2 * time.Second
+
+// AdmissionWait reports whether a pod create was refused for a reason that passes by itself: the
+// namespace's default ServiceAccount not created yet (kube-controller-manager makes it moments
+// after the namespace; the ServiceAccount admission plugin refuses pods until then, v1.37.2
+// plugin/pkg/admission/serviceaccount) or the namespace being deleted (the claim goes with it).
+// Forbidden by RBAC stays an error.
+func AdmissionWait(err error) bool {
+	if !apierrors.IsForbidden(err) {
+		return false
+	}
+	msg := err.Error()
+	return strings.Contains(msg, "error looking up service account") || strings.Contains(msg, "because it is being terminated")
 }
 
 // awaitPod reports, as pending, what kube-scheduler says about the allocation pod: its
