@@ -154,10 +154,12 @@ func TestHelmInstallAndRBAC(t *testing.T) {
 			"create coordination.k8s.io/leases":                                                             true,
 			// and nothing more
 			"delete /nodes": false,
-			"create /pods":  false,
 			"update /pods":  false,
-			// The pod machine: pods on simulated nodes (RBAC cannot select by node).
+			// The pod machine: pods on simulated nodes (RBAC cannot select by node); the claim
+			// machine (--allocator kube-scheduler, the default): allocation pods.
+			"create /pods":                                          true,
 			"delete /pods":                                          true,
+			"patch resource.k8s.io/resourceclaims":                  true,
 			"patch /pods/status":                                    true,
 			"update /pods/status":                                   false,
 			"get /secrets":                                          false,
