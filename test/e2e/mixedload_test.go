@@ -174,8 +174,8 @@ func handedOver(ctx context.Context, e *env, c *resourcev1.ResourceClaim) (bool,
 	return true, ""
 }
 
-// TestMixedLoadNoDoubleAllocation: pods with template claims and standalone claims, 12 of each,
-// compete at once for the same 6 devices (they all arrive while the DeviceClass is away, then
+// TestMixedLoadNoDoubleAllocation: pods with template claims and standalone claims, 24 of each,
+// compete at once for the same 12 devices (they all arrive while the DeviceClass is away, then
 // it comes back), with the controller in its default mode (--allocator kube-scheduler) against
 // the real kube-scheduler and kube-controller-manager.
 // Every claim event of the run is watched: a device must never be held by two claims, not even
@@ -188,7 +188,7 @@ func handedOver(ctx context.Context, e *env, c *resourcev1.ResourceClaim) (bool,
 // allocators deciding from their own caches): it fails, with devices held by a pod's claim and a
 // standalone claim at once.
 func TestMixedLoadNoDoubleAllocation(t *testing.T) {
-	const devices, each = 6, 12
+	const devices, each = 12, 24
 	start := time.Now()
 	var args []string
 	wantTried := 2 * each // workers and allocation pods
@@ -200,8 +200,8 @@ func TestMixedLoadNoDoubleAllocation(t *testing.T) {
 	w := watchClaims(t, e, func(name string) bool { return strings.HasPrefix(name, "standalone-") })
 
 	// Everything arrives while the DeviceClass is missing, so kube-scheduler finds every pod
-	// unschedulable; the class then comes back and all 24 pods (12 workers, 12 allocation pods,
-	// created interleaved) compete for the 6 devices at once. Created together with the
+	// unschedulable; the class then comes back and all 48 pods (24 workers, 24 allocation pods,
+	// created interleaved) compete for the 12 devices at once. Created together with the
 	// devices available, one kind wins every device: the first to be schedulable.
 	class, err := e.Kube.ResourceV1().DeviceClasses().Get(ctx, r.class, metav1.GetOptions{})
 	if err != nil {
@@ -210,11 +210,13 @@ func TestMixedLoadNoDoubleAllocation(t *testing.T) {
 	if err := e.Kube.ResourceV1().DeviceClasses().Delete(ctx, r.class, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	// Claim first in each pair: its allocation pod comes a moment later (the controller makes it),
+	// as the pod's claim does (kube-controller-manager makes it).
 	for i := range each {
-		if _, err := e.Kube.CoreV1().Pods(e.Namespace).Create(ctx, r.gpuPod(fmt.Sprintf("worker-%d", i), nil), metav1.CreateOptions{}); err != nil {
+		if _, err := e.Kube.ResourceV1().ResourceClaims(e.Namespace).Create(ctx, standaloneClaim(fmt.Sprintf("standalone-%d", i), r.class), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := e.Kube.ResourceV1().ResourceClaims(e.Namespace).Create(ctx, standaloneClaim(fmt.Sprintf("standalone-%d", i), r.class), metav1.CreateOptions{}); err != nil {
+		if _, err := e.Kube.CoreV1().Pods(e.Namespace).Create(ctx, r.gpuPod(fmt.Sprintf("worker-%d", i), nil), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
