@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/dynamic-resource-allocation/structured"
 
+	"github.com/draforge/draforge/drivers/allocationpod"
 	"github.com/draforge/draforge/drivers/allocator"
 	"github.com/draforge/draforge/drivers/binding"
 	"github.com/draforge/draforge/drivers/claims"
@@ -35,6 +36,8 @@ type Deps struct {
 	AllocatorFeatures *structured.Features
 	// IgnoreDeviceTaintRules is the DRADeviceTaintRules gate turned off.
 	IgnoreDeviceTaintRules bool
+	// Allocator says who allocates standalone claims ("": claims.KubeScheduler).
+	Allocator claims.Mode
 }
 
 // Set is the registered drivers, for callers that read their state (explain, serve).
@@ -65,7 +68,7 @@ func Register(reg *engine.Registry, d Deps) (*Set, error) {
 // register registers every driver's functions in reg, without the background loops.
 func register(reg *engine.Registry, d Deps) (*Set, error) {
 	CacheTyped(d.Informers)
-	c, err := claims.Register(reg, d.Informers, d.Kube, d.Metrics, allocator.Options{Features: d.AllocatorFeatures, IgnoreDeviceTaintRules: d.IgnoreDeviceTaintRules})
+	c, err := claims.Register(reg, d.Informers, d.Kube, d.Metrics, allocator.Options{Features: d.AllocatorFeatures, IgnoreDeviceTaintRules: d.IgnoreDeviceTaintRules}, d.Allocator)
 	if err != nil {
 		return nil, err
 	}
@@ -104,11 +107,20 @@ func CacheTyped(inf *engine.Informers) {
 }
 
 // prunePod keeps what allocator.ClaimNeedsSimulatedAllocation, the pod index, the podClaims
-// mapper and the serve views (graph, doctor, claim views) read.
+// mapper and the serve views (graph, doctor, claim views) read, and for allocation pods the
+// PodScheduled condition (the claim machine's pending message).
 func prunePod(o runtime.Object) runtime.Object {
 	p, ok := o.(*corev1.Pod)
 	if !ok {
 		return o
+	}
+	var conditions []corev1.PodCondition
+	if allocationpod.Is(p) {
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodScheduled {
+				conditions = append(conditions, corev1.PodCondition{Type: c.Type, Status: c.Status, Reason: c.Reason, Message: c.Message})
+			}
+		}
 	}
 	*p = corev1.Pod{
 		TypeMeta: p.TypeMeta,
@@ -117,7 +129,7 @@ func prunePod(o runtime.Object) runtime.Object {
 			Labels: p.Labels, OwnerReferences: p.OwnerReferences, DeletionTimestamp: p.DeletionTimestamp,
 		},
 		Spec:   corev1.PodSpec{NodeName: p.Spec.NodeName, ResourceClaims: p.Spec.ResourceClaims},
-		Status: corev1.PodStatus{ResourceClaimStatuses: p.Status.ResourceClaimStatuses},
+		Status: corev1.PodStatus{ResourceClaimStatuses: p.Status.ResourceClaimStatuses, Conditions: conditions},
 	}
 	return p
 }

@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	k8slabels "k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/cache"
@@ -172,10 +173,10 @@ type terminalMark struct {
 // unstructured informer of their own, when m has a selector, else the shared informer of its
 // resource, which must then be cached unstructured.
 func MachineInformer(inf *Informers, m *machine.Machine) (cache.SharedIndexInformer, error) {
-	if len(m.Selector) > 0 || m.FieldSelector != "" {
+	if m.HasSelector() {
 		// Only the selected objects are listed and watched (label and field selectors on the
 		// server).
-		return inf.ForSelector(m.Resource, m.Selector, m.FieldSelector), nil
+		return inf.ForSelector(m.Resource, m.LabelSelector(), m.FieldSelector), nil
 	}
 	if inf.IsTyped(m.Resource) {
 		// Actions, observations and status writes work on unstructured objects.
@@ -215,7 +216,7 @@ func newRunner(e *Engine, m *machine.Machine) (*runner, error) {
 			}
 		},
 	}
-	if len(m.Selector) > 0 || m.FieldSelector != "" {
+	if m.HasSelector() {
 		if _, err := r.inf.AddEventHandler(own); err != nil {
 			return nil, err
 		}
@@ -377,12 +378,7 @@ func (r *runner) enqueueObj(obj any) {
 
 // selected reports whether labels match the machine's selector.
 func (r *runner) selected(labels map[string]string) bool {
-	for k, v := range r.m.Selector {
-		if labels[k] != v {
-			return false
-		}
-	}
-	return true
+	return r.m.LabelSelector().Matches(k8slabels.Set(labels))
 }
 
 func (r *runner) add(key string) {

@@ -181,15 +181,15 @@ func (i *Informers) scopedFor(gvr schema.GroupVersionResource, namespace, name s
 // unstructured objects (with every field), even for a resource drivers cache typed and pruned.
 // Call it before Start.
 func (i *Informers) ForLabels(gvr schema.GroupVersionResource, selector map[string]string) cache.SharedIndexInformer {
-	return i.ForSelector(gvr, selector, "")
+	return i.ForSelector(gvr, labels.SelectorFromSet(selector), "")
 }
 
 // ForSelector is ForLabels with a field selector as well (e.g. "spec.nodeName!=": only bound
 // pods); an empty fieldSelector selects by labels only.
-func (i *Informers) ForSelector(gvr schema.GroupVersionResource, selector map[string]string, fieldSelector string) cache.SharedIndexInformer {
+func (i *Informers) ForSelector(gvr schema.GroupVersionResource, selector labels.Selector, fieldSelector string) cache.SharedIndexInformer {
 	i.mu.Lock()
 	defer i.mu.Unlock()
-	sel := labels.SelectorFromSet(selector).String()
+	sel := selector.String()
 	key := gvr.String() + "?" + sel + "&" + fieldSelector
 	if inf, ok := i.labelled[key]; ok {
 		return inf

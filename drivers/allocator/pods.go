@@ -10,6 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/utils/ptr"
+
+	"github.com/draforge/draforge/drivers/allocationpod"
 )
 
 // ClaimNeedsSimulatedAllocation reports whether DRAForge should allocate the claim itself: it
@@ -21,12 +23,14 @@ import (
 // is done or gone must stay unallocated, as kube-controller-manager's resourceclaim controller
 // deletes it then (it re-creates a deleted template claim even for a finished pod, v1.37.2
 // pkg/controller/resourceclaim podNeedsWork, and such a claim must not take devices).
+// The claim's own allocation pod (drivers/allocationpod, --allocator kube-scheduler) does not
+// count as a user: the claim stays standalone while kube-scheduler allocates it for that pod.
 func ClaimNeedsSimulatedAllocation(claim *resourcev1.ResourceClaim, pods []*corev1.Pod) bool {
 	if claim.Status.Allocation != nil || claim.DeletionTimestamp != nil || controlledByPod(claim) {
 		return false
 	}
 	for _, pod := range pods {
-		if pod.Spec.NodeName == "" && PodReferencesClaim(pod, claim) {
+		if pod.Spec.NodeName == "" && PodReferencesClaim(pod, claim) && !allocationpod.Of(pod, claim) {
 			return false
 		}
 	}

@@ -8,6 +8,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+
+	"github.com/draforge/draforge/drivers/allocationpod"
 )
 
 func newPod(name, nodeName string) *corev1.Pod {
@@ -33,6 +35,14 @@ func templateRef(p *corev1.Pod, claim string) *corev1.Pod {
 func ownedBy(c *resourcev1.ResourceClaim, p *corev1.Pod) *resourcev1.ResourceClaim {
 	c.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: p.Name, UID: p.UID, Controller: ptr.To(true)}}
 	return c
+}
+
+// predecessorPod is the allocation pod of an earlier claim of the same name (another UID): it
+// references this claim by name but is not its allocation pod, so it counts as a user.
+func predecessorPod(c *resourcev1.ResourceClaim) *corev1.Pod {
+	old := c.DeepCopy()
+	old.UID = "old-uid"
+	return allocationpod.Build(old)
 }
 
 func TestClaimNeedsSimulatedAllocation(t *testing.T) {
@@ -63,6 +73,11 @@ func TestClaimNeedsSimulatedAllocation(t *testing.T) {
 		{"owner pod scheduled", ownedBy(claim(), newPod("owner", "node-a")), []*corev1.Pod{newPod("owner", "node-a")}, false},
 		{"pod in other namespace", claim(), []*corev1.Pod{otherNS}, true},
 		{"scheduled and unscheduled", claim(), []*corev1.Pod{directRef(newPod("a", "node-a"), "gpu-x7k2q"), directRef(newPod("b", ""), "gpu-x7k2q")}, false},
+		// The claim's own allocation pod (--allocator kube-scheduler) is no user of it.
+		{"own allocation pod", claim(), []*corev1.Pod{allocationpod.Build(claim())}, true},
+		{"own allocation pod and an unscheduled user", claim(), []*corev1.Pod{allocationpod.Build(claim()), directRef(newPod("b", ""), "gpu-x7k2q")}, false},
+		{"allocation pod of a predecessor", claim(), []*corev1.Pod{allocationpod.Build(newClaimLike(claim(), "gpu-x7k2q-old"))}, true},
+		{"predecessor's allocation pod naming this claim", claim(), []*corev1.Pod{predecessorPod(claim())}, false},
 	} {
 		if got := ClaimNeedsSimulatedAllocation(tc.claim, tc.pods); got != tc.want {
 			t.Errorf("%s: got %v, want %v", tc.name, got, tc.want)

@@ -1,5 +1,9 @@
 // Package claims is the claim machine's driver: it feeds the allocator from informer caches and
-// registers claimNeedsSimulatedAllocation, allocateClaim and the podClaims mapper.
+// registers the functions that allocate standalone claims (claims no pod uses): with
+// --allocator simulator the simulator's own structured allocator (claimNeedsSimulatedAllocation,
+// allocateClaim); with --allocator kube-scheduler an allocation pod per claim, so that
+// kube-scheduler is the only allocator (claimNeedsAllocationPod, createAllocationPod,
+// awaitAllocationPod, claimReservedForAllocationPod, completeAllocation, deleteAllocationPod).
 package claims
 
 import (
@@ -25,19 +29,27 @@ import (
 type Driver struct {
 	Allocator *allocator.Allocator
 	Pods      *allocator.PodIndex
+	// Mode says who allocates standalone claims.
+	Mode      Mode
 	kube      kubernetes.Interface
 	allocated prometheus.Counter
 }
 
 // Register feeds the allocator from inf and registers the driver's functions in reg. opts
-// configure the allocator (zero: kube-scheduler's 1.37 defaults).
-func Register(reg *engine.Registry, inf *engine.Informers, kube kubernetes.Interface, metrics prometheus.Registerer, opts allocator.Options) (*Driver, error) {
+// configure the allocator (zero: kube-scheduler's 1.37 defaults); mode says who allocates
+// standalone claims ("" is the default, kube-scheduler).
+func Register(reg *engine.Registry, inf *engine.Informers, kube kubernetes.Interface, metrics prometheus.Registerer, opts allocator.Options, mode Mode) (*Driver, error) {
+	if mode == "" {
+		mode = KubeScheduler
+	}
 	d := &Driver{
 		Allocator: allocator.New(opts),
 		Pods:      allocator.NewPodIndex(),
+		Mode:      mode,
 		kube:      kube,
 		allocated: prometheus.NewCounter(prometheus.CounterOpts{Name: "draforge_controller_allocations_total",
-			Help: "ResourceClaims allocated by the simulator (counted after the status write succeeded)."}),
+			Help: "Standalone ResourceClaims allocated: by the simulator's allocator (--allocator simulator, counted after the status write) " +
+				"or by kube-scheduler for an allocation pod (--allocator kube-scheduler, counted when the claim is taken over and the pod deleted)."}),
 	}
 	if metrics != nil {
 		if err := metrics.Register(d.allocated); err != nil {
@@ -51,28 +63,59 @@ func Register(reg *engine.Registry, inf *engine.Informers, kube kubernetes.Inter
 	engine.Feed(inf, gvr.ResourceClaims, a.UpsertClaim, a.DeleteClaim)
 	engine.Feed(inf, gvr.Nodes, a.UpsertNode, a.DeleteNode)
 	engine.Feed(inf, gvr.Pods, d.Pods.Upsert, d.Pods.Delete)
-	reg.Observation("claimNeedsSimulatedAllocation", d.needsAllocation)
+	reg.Observation("claimNeedsSimulatedAllocation", d.needsSimulatedAllocation)
 	reg.Action("allocateClaim", d.allocate)
+	reg.Observation("claimNeedsAllocationPod", d.needsAllocationPod)
+	reg.Action("createAllocationPod", d.createPod)
+	reg.Action("awaitAllocationPod", d.awaitPod)
+	reg.Observation("claimReservedForAllocationPod", d.reservedForPod)
+	reg.Action("completeAllocation", d.complete)
+	reg.Action("deleteAllocationPod", d.deletePod)
 	reg.Mapper("podClaims", podClaims)
 	reg.Mapper("pendingClaims", d.pendingClaims)
 	return d, nil
 }
 
-func (d *Driver) needsAllocation(_ context.Context, obj *unstructured.Unstructured) (engine.Fact, error) {
+// needsSimulatedAllocation: a standalone claim waits for devices and the simulator allocates
+// (--allocator simulator).
+func (d *Driver) needsSimulatedAllocation(_ context.Context, obj *unstructured.Unstructured) (engine.Fact, error) {
+	claim, err := typedClaim(obj)
+	if err != nil {
+		return engine.Fact{}, err
+	}
+	return NeedsAllocation(Simulator, d.Mode, claim, d.Pods.PodsFor(claim)), nil
+}
+
+// needsAllocationPod: a standalone claim waits for devices and kube-scheduler allocates it
+// through an allocation pod (--allocator kube-scheduler).
+func (d *Driver) needsAllocationPod(_ context.Context, obj *unstructured.Unstructured) (engine.Fact, error) {
+	claim, err := typedClaim(obj)
+	if err != nil {
+		return engine.Fact{}, err
+	}
+	return NeedsAllocation(KubeScheduler, d.Mode, claim, d.Pods.PodsFor(claim)), nil
+}
+
+func typedClaim(obj *unstructured.Unstructured) (*resourcev1.ResourceClaim, error) {
 	claim, ok := engine.Typed[resourcev1.ResourceClaim](obj)
 	if !ok {
-		return engine.Fact{}, fmt.Errorf("not a ResourceClaim: %s", obj.GetKind())
+		return nil, fmt.Errorf("not a ResourceClaim: %s", obj.GetKind())
 	}
-	return engine.Holds(allocator.ClaimNeedsSimulatedAllocation(claim, d.Pods.PodsFor(claim))), nil
+	return claim, nil
 }
 
 // allocate picks devices with the structured allocator (which records them in flight first, so
 // no concurrent pass can take them) and writes status.allocation. The write carries the cached
 // resourceVersion: if the claim changed meanwhile it conflicts and the reservation is released.
 func (d *Driver) allocate(ctx context.Context, obj *unstructured.Unstructured) error {
-	claim, ok := engine.Typed[resourcev1.ResourceClaim](obj)
-	if !ok {
-		return fmt.Errorf("not a ResourceClaim: %s", obj.GetKind())
+	claim, err := typedClaim(obj)
+	if err != nil {
+		return err
+	}
+	if d.Mode != Simulator {
+		// A machine file from before --allocator existed calls this in kube-scheduler mode:
+		// allocating here would race kube-scheduler again.
+		return engine.Pending("KubeSchedulerAllocates", "--allocator "+string(d.Mode)+": the simulator does not allocate", 0)
 	}
 	if d.Allocator.InFlight(claim.UID) {
 		// A write of ours for this claim succeeded or had an unknown outcome; settle that first.

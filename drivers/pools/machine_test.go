@@ -18,9 +18,10 @@ import (
 
 var poolNames = machine.Names{
 	Actions: []string{"deletePoolSlices", "removeFinalizer", "publishPoolSlices", "recordPoolStatus", "allocateClaim",
-		"setBindingConditions", "deallocateClaim", "prepareClaims", "unprepareClaims"},
+		"setBindingConditions", "deallocateClaim", "prepareClaims", "unprepareClaims",
+		"createAllocationPod", "awaitAllocationPod", "completeAllocation", "deleteAllocationPod"},
 	Observations: []string{"poolSpecInvalid", "poolSlicesOutOfDate", "claimNeedsSimulatedAllocation",
-		"claimAwaitsBindingConditions", "claimBindingFailed",
+		"claimAwaitsBindingConditions", "claimBindingFailed", "claimNeedsAllocationPod", "claimReservedForAllocationPod",
 		"podOnSimulatedNode", "podClaimsReserved", "podDeviceHealth", "podDeviceHealthChanged", "podNetwork"},
 	Mappers: []string{"podClaims", "pendingClaims", "claimPods", "slicePods"},
 }

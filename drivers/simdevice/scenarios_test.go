@@ -233,3 +233,127 @@ func TestScenarioOutcomes(t *testing.T) {
 		}
 	})
 }
+
+// branchOutcomes allocates the scenario's claims in order, as TestScenarios applies them, on
+// every node a claim fits at its turn, and returns per namespace/claim every outcome of every
+// branch: the nodes it was allocated on (with the devices of each) and whether it stayed
+// pending in some branch. kube-scheduler picks among the feasible nodes by score (the load of
+// the nodes, other pods), so an example's outcome line must name every node of its claim.
+func branchOutcomes(t *testing.T, sc *scenario) (nodes map[string]map[string][]string, pending map[string]bool) {
+	t.Helper()
+	all := testNodes()
+	var sl []*resourcev1.ResourceSlice
+	for _, p := range sc.pools {
+		s, err := DesiredSlices(p, all)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, x := range s {
+			x.Spec.Pool.Generation = 1
+		}
+		sl = append(sl, s...)
+	}
+	nodes, pending = map[string]map[string][]string{}, map[string]bool{}
+	var walk func(i int, done []*resourcev1.ResourceClaim)
+	walk = func(i int, done []*resourcev1.ResourceClaim) {
+		if i == len(sc.claims) {
+			return
+		}
+		claim := sc.claims[i]
+		key := claim.Namespace + "/" + claim.Name
+		fits := false
+		for _, n := range all {
+			alloc := allocator.New(allocator.Options{})
+			alloc.UpsertNode(n)
+			for _, c := range sc.classes {
+				alloc.UpsertClass(c)
+			}
+			for _, s := range sl {
+				alloc.UpsertSlice(compactslice.From(s))
+			}
+			for _, c := range done {
+				alloc.UpsertClaim(c)
+			}
+			res, err := alloc.Allocate(context.Background(), claim)
+			var unsat *allocator.Unsatisfiable
+			if errors.As(err, &unsat) {
+				continue
+			}
+			if err != nil {
+				t.Fatalf("claim %s: %v", key, err)
+			}
+			fits = true
+			var devs []string
+			for _, r := range res.Devices.Results {
+				devs = append(devs, r.Device)
+			}
+			if nodes[key] == nil {
+				nodes[key] = map[string][]string{}
+			}
+			nodes[key][n.Name] = append(nodes[key][n.Name], strings.Join(devs, ","))
+			c := claim.DeepCopy()
+			c.Status.Allocation = res
+			walk(i+1, append(slices.Clone(done), c))
+		}
+		if !fits {
+			pending[key] = true
+			walk(i+1, done)
+		}
+	}
+	walk(0, nil)
+	return nodes, pending
+}
+
+// TestScenarioOutcomesNameEveryFeasibleNode: with --allocator kube-scheduler (the default)
+// kube-scheduler decides standalone claims too, choosing among the nodes a claim fits by score,
+// so each "# outcome:" line names exactly the nodes its claim can get at its turn, whatever the
+// earlier claims got, and a device only when every such allocation includes it.
+func TestScenarioOutcomesNameEveryFeasibleNode(t *testing.T) {
+	files, _ := filepath.Glob("../../examples/scenarios/*.yaml")
+	for _, f := range files {
+		sc := loadScenario(t, f)
+		if len(sc.claims) == 0 {
+			continue
+		}
+		t.Run(sc.file, func(t *testing.T) {
+			nodes, pending := branchOutcomes(t, sc)
+			for _, claim := range sc.claims {
+				key := claim.Namespace + "/" + claim.Name
+				w := strings.Fields(sc.outcomes[claim.Name])
+				switch {
+				case pending[key] && nodes[key] != nil:
+					t.Errorf("claim %s: pending or allocated depending on the node of an earlier claim (%v)", key, nodes[key])
+					continue
+				case pending[key]:
+					if len(w) != 1 || w[0] != "pending" {
+						t.Errorf("claim %s: never fits, outcome says %q", key, sc.outcomes[claim.Name])
+					}
+					continue
+				}
+				var feasible []string
+				for n := range nodes[key] {
+					feasible = append(feasible, n)
+				}
+				slices.Sort(feasible)
+				if len(w) < 2 || w[0] != "allocated" {
+					t.Errorf("claim %s: fits on %v, outcome says %q", key, feasible, sc.outcomes[claim.Name])
+					continue
+				}
+				listed := strings.Split(w[1], "|")
+				slices.Sort(listed)
+				if !slices.Equal(listed, feasible) {
+					t.Errorf("claim %s: outcome names %s, kube-scheduler may pick any of %s", key, w[1], strings.Join(feasible, "|"))
+				}
+				if len(w) > 2 {
+					for n, allocs := range nodes[key] {
+						for _, devs := range allocs {
+							if !slices.Contains(strings.Split(devs, ","), w[2]) {
+								t.Errorf("claim %s: outcome names device %s, an allocation on %s holds %s", key, w[2], n, devs)
+							}
+						}
+					}
+				}
+			}
+		})
+	}
+}

@@ -35,7 +35,7 @@ func (c *checker) decode(name string, s *spec) *Machine {
 		HistoryLimit: s.HistoryLimit,
 	}
 	if s.Selector != nil {
-		m.Selector, m.FieldSelector = s.Selector.Labels, s.Selector.Fields
+		m.Selector, m.FieldSelector, m.SelectorWithout = s.Selector.Labels, s.Selector.Fields, s.Selector.Without
 	}
 	for i, t := range s.Triggers {
 		tr := Trigger{Resource: t.Resource, Map: t.Map, NameLabel: t.NameLabel, NamespaceLabel: t.NamespaceLabel,

@@ -314,8 +314,9 @@ type spec struct {
 	Resource   schema.GroupVersionResource
 	Namespaced bool
 	Selector   *struct {
-		Labels map[string]string
-		Fields string
+		Labels  map[string]string
+		Fields  string
+		Without []string
 	}
 	Status   StatusPolicy
 	Triggers []specTrigger

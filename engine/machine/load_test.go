@@ -23,9 +23,10 @@ var update = flag.Bool("update", false, "rewrite testdata/*.golden")
 // knownNames are the driver names the built-in machines use.
 var knownNames = Names{
 	Actions: []string{"deletePoolSlices", "removeFinalizer", "publishPoolSlices",
-		"recordPoolStatus", "allocateClaim", "setBindingConditions", "deallocateClaim", "prepareClaims", "unprepareClaims"},
+		"recordPoolStatus", "allocateClaim", "setBindingConditions", "deallocateClaim", "prepareClaims", "unprepareClaims",
+		"createAllocationPod", "awaitAllocationPod", "completeAllocation", "deleteAllocationPod"},
 	Observations: []string{"poolSpecInvalid", "poolSlicesOutOfDate", "claimNeedsSimulatedAllocation",
-		"claimAwaitsBindingConditions", "claimBindingFailed",
+		"claimAwaitsBindingConditions", "claimBindingFailed", "claimNeedsAllocationPod", "claimReservedForAllocationPod",
 		"podOnSimulatedNode", "podClaimsReserved", "podDeviceHealth", "podDeviceHealthChanged", "podNetwork"},
 	Mappers: []string{"podClaims", "pendingClaims", "claimPods", "slicePods"},
 }
@@ -141,7 +142,7 @@ func TestDefault(t *testing.T) {
 	if pool.Workers != 1 || pool.HistoryLimit != 20 {
 		t.Errorf("workers %d, historyLimit %d", pool.Workers, pool.HistoryLimit)
 	}
-	if claim.States["pending"].RequeueAfter.String() != "30s" || claim.Derive[0].When.Field.Text != "status.allocation" || claim.Status.Conditions {
+	if claim.States["pending"].RequeueAfter.String() != "30s" || claim.Derive[1].When.Field.Text != "status.allocation" || claim.Status.Conditions {
 		t.Errorf("claim decoded wrong: %+v", claim)
 	}
 	// Nodes enqueue every pool only when they come, go or change labels.
@@ -297,6 +298,10 @@ func TestPodMachineDecodes(t *testing.T) {
 	}
 	if pod == nil || pod.FieldSelector != "spec.nodeName!=" || len(pod.Selector) != 0 {
 		t.Fatalf("pod machine selector: %+v", pod)
+	}
+	// Allocation pods never run: the pod machine lists and watches without them.
+	if got := pod.LabelSelector().String(); got != "!draforge.oaslananka/allocation-pod" {
+		t.Errorf("pod machine label selector %q", got)
 	}
 	release := pod.AnyState[0]
 	del := release.Actions[len(release.Actions)-1]

@@ -8,7 +8,9 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/selection"
 )
 
 // ErrorClass names a class of Kubernetes API error (see engine/errclass).
@@ -49,6 +51,8 @@ type Machine struct {
 	Namespaced bool
 	// Selector limits the machine to objects carrying all these labels.
 	Selector map[string]string
+	// SelectorWithout are label keys the machine's objects must not carry.
+	SelectorWithout []string
 	// FieldSelector, when set, is a field selector the machine's informer lists and watches
 	// with (e.g. "spec.nodeName!=": only bound pods).
 	FieldSelector string
@@ -339,4 +343,22 @@ func (m *Machine) TransitionCount() int {
 		n += len(st.On)
 	}
 	return n
+}
+
+// HasSelector reports whether the machine selects its objects (labels, absent labels or
+// fields), so it lists and watches them with an informer of its own.
+func (m *Machine) HasSelector() bool {
+	return len(m.Selector) > 0 || len(m.SelectorWithout) > 0 || m.FieldSelector != ""
+}
+
+// LabelSelector is the machine's label selector: every Selector label and none of the
+// SelectorWithout keys.
+func (m *Machine) LabelSelector() labels.Selector {
+	sel := labels.SelectorFromSet(m.Selector)
+	for _, k := range m.SelectorWithout {
+		if r, err := labels.NewRequirement(k, selection.DoesNotExist, nil); err == nil {
+			sel = sel.Add(*r)
+		}
+	}
+	return sel
 }

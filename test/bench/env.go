@@ -332,8 +332,11 @@ func (e *Env) StartController(ctx context.Context, args ...string) (*Controller,
 	if err != nil {
 		return nil, err
 	}
+	// --allocator simulator: the bench's controller phases run without kube-scheduler (it runs
+	// only in its own phase of the allocation bench, to compare), and they measure the
+	// simulator's own allocator.
 	argv := append([]string{e.Bin, "controller", "--kubeconfig", e.Cluster.Kubeconfig, "--runtime-address", addr,
-		"--kube-api-qps", strconv.Itoa(QPS), "--kube-api-burst", strconv.Itoa(Burst)}, args...)
+		"--kube-api-qps", strconv.Itoa(QPS), "--kube-api-burst", strconv.Itoa(Burst), "--allocator", "simulator"}, args...)
 	p, err := e.Cluster.Spawn(name, argv)
 	if err != nil {
 		return nil, err

@@ -17,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -154,10 +155,12 @@ func TestHelmInstallAndRBAC(t *testing.T) {
 			"create coordination.k8s.io/leases":                                                             true,
 			// and nothing more
 			"delete /nodes": false,
-			"create /pods":  false,
 			"update /pods":  false,
-			// The pod machine: pods on simulated nodes (RBAC cannot select by node).
+			// The pod machine: pods on simulated nodes (RBAC cannot select by node); the claim
+			// machine (--allocator kube-scheduler, the default): allocation pods.
+			"create /pods":                                          true,
 			"delete /pods":                                          true,
+			"patch resource.k8s.io/resourceclaims":                  true,
 			"patch /pods/status":                                    true,
 			"update /pods/status":                                   false,
 			"get /secrets":                                          false,
@@ -263,11 +266,26 @@ func TestHelmInstallAndRBAC(t *testing.T) {
 		}
 		_, err = sa.CoordinationV1().Leases(other).Create(ctx, lease, metav1.CreateOptions{})
 		wantForbidden(t, "create a Lease in another namespace", err)
-		_, err = sa.CoreV1().Pods(e.Namespace).Create(ctx, &corev1.Pod{
+		// --allocator kube-scheduler (the chart's default): the claim machine creates and deletes
+		// allocation pods and removes kube-scheduler's finalizer from claims with a patch.
+		pod, err := sa.CoreV1().Pods(e.Namespace).Create(ctx, &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Name: "rbac"},
 			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "x"}}},
 		}, metav1.CreateOptions{})
-		wantForbidden(t, "create a Pod", err)
+		if err != nil {
+			t.Errorf("controller cannot create an allocation pod: %v", err)
+		} else {
+			pod.Labels = map[string]string{"x": "y"}
+			_, err = sa.CoreV1().Pods(e.Namespace).Update(ctx, pod, metav1.UpdateOptions{})
+			wantForbidden(t, "update a Pod", err)
+			if err := sa.CoreV1().Pods(e.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
+				t.Errorf("controller cannot delete its allocation pod: %v", err)
+			}
+		}
+		if _, err := sa.ResourceV1().ResourceClaims(e.Namespace).Patch(ctx, claim.Name, types.MergePatchType,
+			[]byte(`{"metadata":{"finalizers":[]}}`), metav1.PatchOptions{}); err != nil {
+			t.Errorf("controller cannot patch a claim's finalizers: %v", err)
+		}
 		_, err = sa.CoreV1().Secrets(e.Namespace).List(ctx, metav1.ListOptions{})
 		wantForbidden(t, "list Secrets", err)
 		err = sa.CoreV1().Nodes().Delete(ctx, "any-node", metav1.DeleteOptions{})

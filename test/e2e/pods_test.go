@@ -32,12 +32,18 @@ type podRig struct {
 
 func newPodRig(t *testing.T, devices int, classExtra func(*resourcev1.DeviceClass)) *podRig {
 	t.Helper()
+	return newPodRigWith(t, devices, classExtra)
+}
+
+// newPodRigWith is newPodRig with extra controller flags.
+func newPodRigWith(t *testing.T, devices int, classExtra func(*resourcev1.DeviceClass), ctrlArgs ...string) *podRig {
+	t.Helper()
 	e := newEnv(t)
 	installCRDs(t, e)
 	ctx := t.Context()
 	r := &podRig{e: e, prefix: "pod-" + rand.String(5), devices: devices}
 	r.node, r.driver, r.class = r.prefix+"-0", r.prefix+".sim.draforge.test", r.prefix+"-gpu"
-	r.ctrl = startController(t)
+	r.ctrl = startController(t, ctrlArgs...)
 	out := mustCLI(t, "nodes", "apply", "--prefix", r.prefix, "--count", "1", "-l", "draforge.test/pool="+r.prefix)
 	if !strings.Contains(out, "1 simulated nodes applied") {
 		t.Fatalf("nodes apply said %q", out)

@@ -124,7 +124,8 @@ func TestRestartMakesNoWrites(t *testing.T) {
 	t.Cleanup(func() { _ = c.Stop() })
 	e := &env{e2eutil.NewEnv(t, c.Kubeconfig)}
 	e.Setup(t)
-	first := e2eutil.StartController(t, c.Kubeconfig)
+	// This control plane runs no kube-scheduler: the simulator allocates the standalone claims.
+	first := e2eutil.StartController(t, c.Kubeconfig, "--allocator", "simulator")
 	docs := e.ApplyFiles(t, e.Namespace, "testdata/restart.yaml")
 	e.WaitPoolReady(t, e.Namespace, "restart")
 	// One device on each of node-a and node-b: the two claims get one each, in either order.
@@ -153,7 +154,7 @@ func TestRestartMakesNoWrites(t *testing.T) {
 	<-first.Exited
 
 	heartbeats := e.CountHeartbeats(t)
-	second := e2eutil.StartController(t, c.Kubeconfig)
+	second := e2eutil.StartController(t, c.Kubeconfig, "--allocator", "simulator")
 	// Readiness implies synced caches; give the machines time to sweep every object.
 	eventually(t, 30*time.Second, func() (bool, string) {
 		n := second.Metric(t, "draforge_controller_sync_attempts_total")

@@ -108,6 +108,7 @@ func TestControllerDeploymentDefaults(t *testing.T) {
 		"leader-election-lease-duration":  "15s",
 		"leader-election-renew-deadline":  "10s",
 		"leader-election-retry-period":    "2s",
+		"allocator":                       "kube-scheduler",
 	}
 	got := flags(t, c.Args[1:])
 	for k, v := range want {
@@ -408,6 +409,21 @@ func expand(spec map[string][]string) []rule {
 	return out
 }
 
+// TestRBACAllocatorSimulator: with controller.allocator simulator the controller neither
+// creates pods nor patches claims (no allocation pods, no finalizer to remove).
+func TestRBACAllocatorSimulator(t *testing.T) {
+	r := render(t, "--set", "controller.allocator=simulator")
+	if got := flags(t, container(t, r.deployment(t, controllerName), "controller").Args[1:])["allocator"]; got != "simulator" {
+		t.Errorf("--allocator = %q, want simulator", got)
+	}
+	got := rulesOf(t, into[rbacv1.ClusterRole](t, r.get(t, "ClusterRole", controllerName)).Rules)
+	for _, rl := range got {
+		if rl.resource == "pods" && rl.verb == "create" || rl.resource == "resourceclaims" && rl.verb == "patch" {
+			t.Errorf("simulator mode grants %v", rl)
+		}
+	}
+}
+
 func TestRBACLeastPrivilege(t *testing.T) {
 	r := render(t)
 	rw := []string{"get", "list", "watch"}
@@ -419,7 +435,7 @@ func TestRBACLeastPrivilege(t *testing.T) {
 			"draforge.oaslananka|simulateddevicepools":        {"get", "list", "watch", "update", "patch"},
 			"draforge.oaslananka|simulateddevicepools/status": {"update", "patch"},
 			"resource.k8s.io|resourceslices":                  {"get", "list", "watch", "create", "update", "patch", "delete"},
-			"resource.k8s.io|resourceclaims":                  rw,
+			"resource.k8s.io|resourceclaims":                  {"get", "list", "watch", "patch"},
 			"resource.k8s.io|resourceclaims/status":           {"update", "patch"},
 			"resource.k8s.io|resourceclaims/binding":          {"update"},
 			"resource.k8s.io|resourceclaims/driver":           {"arbitrary-node:patch"},
@@ -427,7 +443,7 @@ func TestRBACLeastPrivilege(t *testing.T) {
 			"resource.k8s.io|devicetaintrules":                rw,
 			"|nodes":                                          rw,
 			"|nodes/status":                                   {"patch"},
-			"|pods":                                           {"get", "list", "watch", "delete"},
+			"|pods":                                           {"get", "list", "watch", "delete", "create"},
 			"|pods/status":                                    {"patch"},
 			"|events":                                         {"create", "patch"},
 			"|namespaces":                                     {"list"},
@@ -587,6 +603,10 @@ func TestRejectsInvalidValues(t *testing.T) {
 			[]string{"--set", "server.cors.allowedOrigins={https://*.example.com}"},
 			[]string{"/server/cors/allowedOrigins/0"},
 			`server.cors.allowedOrigins contains "https://*.example.com"`},
+		{"unknown allocator",
+			[]string{"--set", "controller.allocator=both"},
+			[]string{"/controller/allocator", "value must be one of"},
+			`controller.allocator is "both"`},
 		{"monitoring peer without namespace selector",
 			[]string{"--set", "controller.metrics.networkPolicy.enabled=true"},
 			[]string{"/controller/metrics/networkPolicy/namespaceSelector"},

@@ -29,7 +29,7 @@ var takeoverBound = leaseDuration + retryPeriod + 2*time.Duration(1.2*float64(re
 
 func candidate(t *testing.T, e *e2eutil.Env, id string) *e2eutil.Controller {
 	t.Helper()
-	return e2eutil.StartController(t, e.Kubeconfig, "--leader-elect",
+	return e2eutil.StartController(t, e.Kubeconfig, allocatorFlag, "simulator", "--leader-elect",
 		"--leader-election-lease-namespace", e.Namespace, "--leader-election-identity", id,
 		"--leader-election-lease-duration", leaseDuration.String(), "--leader-election-renew-deadline", renewDeadline.String(),
 		"--leader-election-retry-period", retryPeriod.String(), "--shutdown-timeout", "3s")

@@ -165,7 +165,7 @@ func TestFaultInjection(t *testing.T) {
 	deviceClass(t, e, class, class)
 	proxy, addr := newFaultProxy(t, shared.Dir, shared.Server, "forbidden")
 	kc := writeProxyKubeconfig(t, addr)
-	ctrl := e2eutil.StartController(t, kc)
+	ctrl := e2eutil.StartController(t, kc, allocatorFlag, "simulator")
 
 	for i := range 3 {
 		createPool(t, e, fmt.Sprintf("pool-%d", i), pool(8, class, "node-a", "node-b"))

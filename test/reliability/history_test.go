@@ -87,7 +87,12 @@ func TestUpgradeRollbackFromPreviousRelease(t *testing.T) {
 	createPool(t, e, "b", pool(3, class, "node-c"))
 	run := func(bin string) (*e2eutil.Controller, *recordingProxy) {
 		p, kc := newRecordingProxy(t, shared.Dir, shared.Server)
-		return e2eutil.Run(t, e2eutil.ControllerSpec{Bin: bin, Kubeconfig: kc}), p
+		spec := e2eutil.ControllerSpec{Bin: bin, Kubeconfig: kc}
+		if bin == cur {
+			// The previous release predates --allocator (it always allocated standalone claims itself).
+			spec.Args = []string{allocatorFlag, "simulator"}
+		}
+		return e2eutil.Run(t, spec), p
 	}
 	ctrl, _ := run(prev)
 	createClaims(t, e, "v0", class, 0, 5, 0)

@@ -66,7 +66,7 @@ func TestInvalidPools(t *testing.T) {
 	}
 
 	t.Run("pool-name-conflict", func(t *testing.T) {
-		e2eutil.StartController(t, e.Kubeconfig)
+		e2eutil.StartController(t, e.Kubeconfig, allocatorFlag, "simulator")
 		createPool(t, e, "first", base())
 		e.WaitPoolReady(t, e.Namespace, "first")
 		createPool(t, e, "second", with("poolName", "first"))

@@ -36,7 +36,7 @@ const (
 // chartCandidate runs a controller with --leader-elect at the chart's timings.
 func chartCandidate(t *testing.T, kubeconfig, namespace, id string) *e2eutil.Controller {
 	t.Helper()
-	return e2eutil.StartController(t, kubeconfig, "--leader-elect",
+	return e2eutil.StartController(t, kubeconfig, allocatorFlag, "simulator", "--leader-elect",
 		"--leader-election-lease-namespace", namespace, "--leader-election-identity", id,
 		"--leader-election-lease-duration", chartLeaseDuration.String(), "--leader-election-renew-deadline", chartRenewDeadline.String(),
 		"--leader-election-retry-period", chartRetryPeriod.String(), "--shutdown-timeout", "3s")

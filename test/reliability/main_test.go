@@ -57,6 +57,12 @@ func dedicatedCluster(t *testing.T) (*cluster.Cluster, *e2eutil.Env) {
 	return c, e
 }
 
+// allocatorFlag is given to every current controller of this suite with the value "simulator":
+// its control planes run no kube-scheduler (nor kube-controller-manager), so the simulator's own
+// allocator is the only one there, and the suite measures that allocator under failover,
+// faults and outages.
+const allocatorFlag = "--allocator"
+
 func startCluster() (*cluster.Cluster, error) {
 	dir, err := os.MkdirTemp("", "draforge-rel-")
 	if err != nil {

@@ -42,7 +42,7 @@ func TestAPIServerOutage(t *testing.T) {
 	class := "rel-outage"
 	deviceClass(t, e, class, class)
 	createPool(t, e, "gpus", pool(4, class, "node-a", "node-b"))
-	ctrl := e2eutil.StartController(t, c.Kubeconfig, "--readiness-grace-period", outageGrace.String(),
+	ctrl := e2eutil.StartController(t, c.Kubeconfig, allocatorFlag, "simulator", "--readiness-grace-period", outageGrace.String(),
 		"--readiness-timeout", outageTimeout.String())
 	createClaims(t, e, "old", class, 0, 5, 0)
 	var before map[string]string

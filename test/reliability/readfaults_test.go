@@ -185,7 +185,7 @@ func TestReadAndWatchFaults(t *testing.T) {
 	deviceClass(t, e, class, class)
 	proxy := &readFaultProxy{rp: upstreamProxy(t, shared.Dir, shared.Server), active: true, injected: map[string]int{}, landed: map[string]string{}}
 	kc := writeProxyKubeconfig(t, serveLoopback(t, proxy))
-	ctrl := e2eutil.StartController(t, kc)
+	ctrl := e2eutil.StartController(t, kc, allocatorFlag, "simulator")
 
 	createPool(t, e, "gpus", pool(12, class, "node-a", "node-b"))
 	createClaims(t, e, "c", class, 0, 10, 300*time.Millisecond)

@@ -96,7 +96,7 @@ func TestUpgradeRollback(t *testing.T) {
 
 	createPool(t, e, "a", pool(4, class, "node-a", "node-b"))
 	createPool(t, e, "b", pool(3, class, "node-c"))
-	ctrl := e2eutil.Run(t, e2eutil.ControllerSpec{Bin: v1, Kubeconfig: e.Kubeconfig})
+	ctrl := e2eutil.Run(t, e2eutil.ControllerSpec{Bin: v1, Kubeconfig: e.Kubeconfig, Args: []string{allocatorFlag, "simulator"}})
 	createClaims(t, e, "c", class, 0, 8, 0)
 	var allocs map[string]string
 	eventually(t, 60*time.Second, func() (bool, string) {
@@ -115,8 +115,8 @@ func TestUpgradeRollback(t *testing.T) {
 		spec    e2eutil.ControllerSpec
 		message string
 	}{
-		{"upgrade to v2", e2eutil.ControllerSpec{Bin: v2, Kubeconfig: e.Kubeconfig, Args: []string{"--machines", v2dir}}, v2Message},
-		{"rollback to v1", e2eutil.ControllerSpec{Bin: v1, Kubeconfig: e.Kubeconfig}, ""},
+		{"upgrade to v2", e2eutil.ControllerSpec{Bin: v2, Kubeconfig: e.Kubeconfig, Args: []string{allocatorFlag, "simulator", "--machines", v2dir}}, v2Message},
+		{"rollback to v1", e2eutil.ControllerSpec{Bin: v1, Kubeconfig: e.Kubeconfig, Args: []string{allocatorFlag, "simulator"}}, ""},
 	} {
 		// Other tests' pools may still exist on the shared cluster: every published pool gets
 		// the new message, so count them all.

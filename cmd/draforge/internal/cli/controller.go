@@ -13,6 +13,7 @@ import (
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/draforge/draforge/drivers/claims"
 	"github.com/draforge/draforge/drivers/featuregates"
 	"github.com/draforge/draforge/engine"
 	"github.com/draforge/draforge/engine/health"
@@ -29,6 +30,9 @@ type controllerOptions struct {
 	// featureGates is kube-scheduler's --feature-gates of the cluster; gates is it parsed.
 	featureGates string
 	gates        featuregates.Gates
+	// allocatorName is --allocator; allocator is it parsed.
+	allocatorName string
+	allocator     claims.Mode
 	lifecycle
 	leader leader.Config
 }
@@ -51,6 +55,9 @@ func newController(kf *kubeFlags) *cobra.Command {
 	f.IntVar(&o.burst, "kube-api-burst", 100, "client-side burst towards the API server")
 	f.StringVar(&o.featureGates, "feature-gates", "", "kube-scheduler's --feature-gates of the cluster (Name=true,...), when they differ from the Kubernetes "+
 		featuregates.KubernetesVersion+" defaults; the DRA gates decide the allocator's features, others are ignored")
+	f.StringVar(&o.allocatorName, "allocator", string(claims.KubeScheduler), "who allocates standalone claims (claims no pod uses): "+
+		"kube-scheduler (through a short-lived allocation pod per claim, so kube-scheduler is the only allocator and no device is allocated twice) "+
+		"or simulator (the simulator's own allocator, for control planes without kube-scheduler; with kube-scheduler running both may pick the same device)")
 	o.lifecycle.addFlags(f, "graceful shutdown limit after SIGINT/SIGTERM")
 	o.leader.AddFlags(f)
 	return cmd
@@ -60,6 +67,9 @@ func (o *controllerOptions) validate() error {
 	errs := o.lifecycle.validate()
 	var err error
 	if o.gates, err = featuregates.Parse(o.featureGates); err != nil {
+		errs = append(errs, err)
+	}
+	if o.allocator, err = claims.ParseMode(o.allocatorName); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(append(errs, o.leader.Validate())...)
@@ -73,7 +83,7 @@ func runController(ctx context.Context, kf *kubeFlags, o *controllerOptions) err
 	features := o.gates.Allocator()
 	rt, err := newProcess(kf, processOptions{component: "controller", logLevel: o.logLevel, machinesDir: o.machinesDir,
 		qps: o.qps, burst: o.burst, metrics: m0.Registry, allocatorFeatures: &features,
-		ignoreDeviceTaintRules: !o.gates.DeviceTaintRules()})
+		ignoreDeviceTaintRules: !o.gates.DeviceTaintRules(), allocator: o.allocator})
 	if err != nil {
 		return err
 	}
@@ -117,7 +127,7 @@ func runController(ctx context.Context, kf *kubeFlags, o *controllerOptions) err
 	mux.Handle("GET /debug/machines/{machine}/{name}", eng.DebugHandler()) // cluster-scoped (node)
 	server := &health.Server{Addr: o.runtimeAddr, Handler: mux, ShutdownTimeout: o.shutdownWithin}
 
-	log.Info().Int("machines", len(machines)).Bool("leaderElect", o.leader.Enabled).Str("runtimeAddress", o.runtimeAddr).
+	log.Info().Int("machines", len(machines)).Bool("leaderElect", o.leader.Enabled).Str("allocator", string(o.allocator)).Str("runtimeAddress", o.runtimeAddr).
 		Str("featureGates", o.gates.String()).Str("allocatorFeatures", fmt.Sprintf("%+v", features)).Msg("controller starting")
 	plugins := append([]engine.Plugin{server, informers.Plugin(), eng.Plugin()}, rt.drivers.Plugins...)
 	return runPlugins(ctx, log, o.shutdownWithin, elector, plugins...)

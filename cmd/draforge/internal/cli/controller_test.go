@@ -3,6 +3,8 @@ package cli
 import (
 	"strings"
 	"testing"
+
+	"github.com/draforge/draforge/drivers/claims"
 )
 
 // TestControllerFeatureGates: --feature-gates is checked before anything starts, with
@@ -16,6 +18,7 @@ func TestControllerFeatureGates(t *testing.T) {
 		o := &controllerOptions{}
 		// newController's options are closed over; read the flag back into fresh options.
 		o.featureGates, _ = cmd.Flags().GetString("feature-gates")
+		o.allocatorName, _ = cmd.Flags().GetString("allocator")
 		o.lifecycle = lifecycle{readyTimeout: 1, shutdownWithin: 1}
 		return o, o.validate()
 	}
@@ -28,5 +31,28 @@ func TestControllerFeatureGates(t *testing.T) {
 	}
 	if f := o.gates.Allocator(); f.ConsumableCapacity || !f.PartitionableDevices {
 		t.Errorf("features %+v", f)
+	}
+}
+
+// TestControllerAllocatorFlag: --allocator defaults to kube-scheduler, accepts simulator and
+// refuses anything else before anything starts.
+func TestControllerAllocatorFlag(t *testing.T) {
+	parse := func(args ...string) (*controllerOptions, error) {
+		cmd := newController(&kubeFlags{})
+		if err := cmd.Flags().Parse(args); err != nil {
+			t.Fatal(err)
+		}
+		o := &controllerOptions{lifecycle: lifecycle{readyTimeout: 1, shutdownWithin: 1}}
+		o.allocatorName, _ = cmd.Flags().GetString("allocator")
+		return o, o.validate()
+	}
+	if o, err := parse(); err != nil || o.allocator != claims.KubeScheduler {
+		t.Errorf("default: %q, %v; want kube-scheduler", o.allocator, err)
+	}
+	if o, err := parse("--allocator=simulator"); err != nil || o.allocator != claims.Simulator {
+		t.Errorf("--allocator=simulator: %q, %v", o.allocator, err)
+	}
+	if _, err := parse("--allocator=both"); err == nil || !strings.Contains(err.Error(), `--allocator "both"`) {
+		t.Errorf("--allocator=both must be refused naming the flag, got %v", err)
 	}
 }

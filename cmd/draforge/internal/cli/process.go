@@ -16,6 +16,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/structured"
 
 	"github.com/draforge/draforge/drivers"
+	"github.com/draforge/draforge/drivers/claims"
 	"github.com/draforge/draforge/engine"
 	"github.com/draforge/draforge/engine/logging"
 	"github.com/draforge/draforge/engine/machine"
@@ -34,6 +35,8 @@ type processOptions struct {
 	allocatorFeatures *structured.Features
 	// ignoreDeviceTaintRules is --feature-gates DRADeviceTaintRules=false.
 	ignoreDeviceTaintRules bool
+	// allocator is --allocator: who allocates standalone claims.
+	allocator claims.Mode
 }
 
 // process is what controller and serve both build: the logger, the clients and one set of
@@ -60,7 +63,7 @@ func newProcess(kf *kubeFlags, o processOptions) (*process, error) {
 	rt.registry = engine.NewRegistry()
 	if rt.drivers, err = drivers.Register(rt.registry, drivers.Deps{Kube: rt.kube, Dynamic: rt.dyn, Informers: rt.informers,
 		Metrics: o.metrics, Log: rt.log, AllocatorFeatures: o.allocatorFeatures,
-		IgnoreDeviceTaintRules: o.ignoreDeviceTaintRules}); err != nil {
+		IgnoreDeviceTaintRules: o.ignoreDeviceTaintRules, Allocator: o.allocator}); err != nil {
 		return nil, err
 	}
 	if rt.machines, err = loadMachineDir(o.machinesDir, rt.registry.Names()); err != nil {

@@ -133,6 +133,13 @@ func Render(w io.Writer, r *Result, opts RenderOptions) error {
 		fmt.Fprintf(&b, "Reserved: %s\n", strings.Join(c.ReservedFor, ", "))
 	}
 	fmt.Fprintf(&b, "Summary:  %s\n", r.Summary)
+	if ap := c.AllocationPod; ap != nil {
+		// --allocator kube-scheduler: kube-scheduler decides, for this pod; its verdict first.
+		fmt.Fprintf(&b, "Allocation pod: %s\n", ap.Name)
+		if ap.Unschedulable != "" {
+			fmt.Fprintf(&b, "Scheduler: %s\n", ap.Unschedulable)
+		}
+	}
 	ex := r.Explanation
 	if c.State != inventory.ClaimPending {
 		if len(c.Allocations) > 0 {

@@ -4,10 +4,13 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/draforge/draforge/drivers/allocationpod"
 	"github.com/draforge/draforge/drivers/allocator"
 )
 
@@ -32,7 +35,19 @@ type ClaimView struct {
 	ReservedFor []string `json:"reservedFor,omitempty"`
 	// Pods are the pods in the snapshot that use the claim: by spec.resourceClaims,
 	// status.resourceClaimStatuses, or as the claim's controlling owner. Never guessed from names.
+	// The claim's allocation pod is not one of them (see AllocationPod).
 	Pods []string `json:"pods,omitempty"`
+	// AllocationPod is the pod through which kube-scheduler allocates this standalone claim
+	// (controller --allocator kube-scheduler) while it exists, with kube-scheduler's
+	// PodScheduled=False message when it could not place it.
+	AllocationPod *AllocationPodView `json:"allocationPod,omitempty"`
+}
+
+// AllocationPodView is a claim's allocation pod.
+type AllocationPodView struct {
+	Name string `json:"name"`
+	// Unschedulable is kube-scheduler's PodScheduled=False reason and message.
+	Unschedulable string `json:"unschedulable,omitempty"`
 }
 
 // RequestView is one request; Alternatives has one entry for exactly, several for firstAvailable.
@@ -128,11 +143,12 @@ func AllocationNode(s *Snapshot, a *resourcev1.AllocationResult) string {
 	return ""
 }
 
-// ClaimPods returns the sorted names of the snapshot's pods that use the claim.
+// ClaimPods returns the sorted names of the snapshot's pods that use the claim, without
+// allocation pods (the controller's plumbing, never run).
 func ClaimPods(s *Snapshot, c *resourcev1.ResourceClaim) []string {
 	var out []string
 	for _, p := range s.Pods {
-		if allocator.PodReferencesClaim(p, c) {
+		if allocator.PodReferencesClaim(p, c) && !allocationpod.Is(p) {
 			out = append(out, p.Name)
 		}
 	}
@@ -142,7 +158,7 @@ func ClaimPods(s *Snapshot, c *resourcev1.ResourceClaim) []string {
 
 // Claim describes one claim.
 func Claim(s *Snapshot, c *resourcev1.ResourceClaim) ClaimView {
-	cv := ClaimView{Namespace: c.Namespace, Name: c.Name, Requests: Requests(c), Pods: ClaimPods(s, c)}
+	cv := ClaimView{Namespace: c.Namespace, Name: c.Name, Requests: Requests(c), Pods: ClaimPods(s, c), AllocationPod: allocationPodOf(s, c)}
 	for _, r := range c.Status.ReservedFor {
 		cv.ReservedFor = append(cv.ReservedFor, r.Resource+"/"+r.Name)
 	}
@@ -166,6 +182,23 @@ func Claim(s *Snapshot, c *resourcev1.ResourceClaim) ClaimView {
 		cv.State = ClaimAllocated
 	}
 	return cv
+}
+
+// allocationPodOf returns the claim's allocation pod in the snapshot, nil when there is none.
+func allocationPodOf(s *Snapshot, c *resourcev1.ResourceClaim) *AllocationPodView {
+	for _, p := range s.Pods {
+		if !allocationpod.Of(p, c) {
+			continue
+		}
+		v := &AllocationPodView{Name: p.Name}
+		for _, cond := range p.Status.Conditions {
+			if cond.Type == corev1.PodScheduled && cond.Status == corev1.ConditionFalse {
+				v.Unschedulable = strings.TrimSpace(cond.Reason + ": " + cond.Message)
+			}
+		}
+		return v
+	}
+	return nil
 }
 
 // Claims describes every claim of the snapshot, sorted by namespace and name.

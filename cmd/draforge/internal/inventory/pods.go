@@ -3,6 +3,7 @@ package inventory
 import (
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/draforge/draforge/drivers/allocationpod"
 	"github.com/draforge/draforge/drivers/allocator"
 )
 
@@ -32,7 +33,9 @@ type PodDeviceView struct {
 }
 
 // Pods describes the snapshot's pods that have spec.resourceClaims (the others hold no DRA
-// devices), in snapshot order (namespace, name).
+// devices), in snapshot order (namespace, name). Allocation pods are left out: they are the
+// controller's way of asking kube-scheduler to allocate a standalone claim, never run, and show
+// on their claim instead (ClaimView.AllocationPod).
 func Pods(s *Snapshot) []PodView {
 	byNs := map[string][]int{} // claims per namespace, by index
 	for i, c := range s.Claims {
@@ -40,7 +43,7 @@ func Pods(s *Snapshot) []PodView {
 	}
 	out := []PodView{}
 	for _, p := range s.Pods {
-		if len(p.Spec.ResourceClaims) == 0 {
+		if len(p.Spec.ResourceClaims) == 0 || allocationpod.Is(p) {
 			continue
 		}
 		pv := PodView{Namespace: p.Namespace, Name: p.Name, Phase: string(p.Status.Phase), Node: p.Spec.NodeName}

@@ -1,0 +1,161 @@
+package claims
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
+
+	"github.com/draforge/draforge/drivers/allocationpod"
+	"github.com/draforge/draforge/engine"
+)
+
+// The allocation pod handoff (--allocator kube-scheduler), step by step:
+//  1. createAllocationPod: the claim's allocation pod references it (drivers/allocationpod);
+//  2. kube-scheduler allocates the claim for the pod in its scheduling cycle, with its own
+//     in-flight record, adds the finalizer resource.kubernetes.io/delete-protection and writes
+//     allocation + reservedFor in PreBind, then binds the pod (v1.37.2
+//     pkg/scheduler/framework/plugins/dynamicresources bindClaim);
+//  3. claimReservedForAllocationPod: the claim is allocated and reserved for the pod, and the
+//     pod is bound, so kube-scheduler's binding cycle is over (no Unreserve can follow);
+//  4. the machine removes the finalizer (merge patch carrying the resourceVersion), then
+//     completeAllocation deletes the pod with grace period 0 (it never ran);
+//  5. kube-controller-manager's resourceclaim controller drops the pod from reservedFor. It
+//     deallocates only a claim that still carries the finalizer (v1.37.2
+//     pkg/controller/resourceclaim syncClaim), and its status write carries the resourceVersion
+//     it read: a stale read that still shows the finalizer conflicts, and the retry sees it gone.
+// The claim ends allocated and reserved for nobody, as the simulator's allocator leaves it, but
+// kube-scheduler made the decision.
+
+// ownPod returns the claim's allocation pod from the pod cache, nil when there is none.
+func (d *Driver) ownPod(claim *resourcev1.ResourceClaim) *corev1.Pod {
+	for _, p := range d.Pods.PodsFor(claim) {
+		if allocationpod.Of(p, claim) {
+			return p
+		}
+	}
+	return nil
+}
+
+// createPod creates the claim's allocation pod; one that already exists (an earlier pass whose
+// cache was behind) is the same pod, as its name holds the claim's UID.
+func (d *Driver) createPod(ctx context.Context, obj *unstructured.Unstructured) error {
+	claim, err := typedClaim(obj)
+	if err != nil {
+		return err
+	}
+	_, err = d.kube.CoreV1().Pods(claim.Namespace).Create(ctx, allocationpod.Build(claim), metav1.CreateOptions{})
+	switch {
+	case apierrors.IsAlreadyExists(err):
+		return nil
+	case AdmissionWait(err):
+		return engine.Pending("AllocationPodRefused", err.Error(), admissionRetry)
+	}
+	return err
+}
+
+// admissionRetry is how soon a pod refused by admission for a passing reason is tried again.
+const admissionRetry = 2 * time.Second
+
+// AdmissionWait reports whether a pod create was refused for a reason that passes by itself: the
+// namespace's default ServiceAccount not created yet (kube-controller-manager makes it moments
+// after the namespace; the ServiceAccount admission plugin refuses pods until then, v1.37.2
+// plugin/pkg/admission/serviceaccount) or the namespace being deleted (the claim goes with it).
+// Forbidden by RBAC stays an error.
+func AdmissionWait(err error) bool {
+	if !apierrors.IsForbidden(err) {
+		return false
+	}
+	msg := err.Error()
+	return strings.Contains(msg, "error looking up service account") || strings.Contains(msg, "because it is being terminated")
+}
+
+// awaitPod reports, as pending, what kube-scheduler says about the allocation pod: its
+// PodScheduled=False message (for example "0/3 nodes are available: 3 cannot allocate all
+// claims"). `draforge explain claim/NAME` adds the allocator's per-request explanation.
+func (d *Driver) awaitPod(_ context.Context, obj *unstructured.Unstructured) error {
+	claim, err := typedClaim(obj)
+	if err != nil {
+		return err
+	}
+	return engine.Pending("Scheduling", SchedulingMessage(claim, d.ownPod(claim)), 0)
+}
+
+// SchedulingMessage says what a claim whose allocation pod kube-scheduler has not placed yet
+// waits for.
+func SchedulingMessage(claim *resourcev1.ResourceClaim, pod *corev1.Pod) string {
+	name := allocationpod.Name(claim)
+	if pod == nil {
+		return "waiting for allocation pod " + name + " to be created"
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
+			return "kube-scheduler cannot place allocation pod " + name + ": " + strings.TrimSpace(c.Reason+": "+c.Message)
+		}
+	}
+	return "waiting for kube-scheduler to allocate the claim for allocation pod " + name
+}
+
+// reservedForPod holds when kube-scheduler allocated the claim for its allocation pod and bound
+// the pod: the scheduler is done with both.
+func (d *Driver) reservedForPod(_ context.Context, obj *unstructured.Unstructured) (engine.Fact, error) {
+	claim, err := typedClaim(obj)
+	if err != nil {
+		return engine.Fact{}, err
+	}
+	pod := d.ownPod(claim)
+	switch {
+	case pod == nil:
+		return engine.Fact{Message: "no allocation pod"}, nil
+	case !allocationpod.ReservedFor(claim, pod):
+		return engine.Fact{Message: "claim not allocated and reserved for allocation pod " + pod.Name}, nil
+	case pod.Spec.NodeName == "":
+		return engine.Fact{Message: "allocation pod " + pod.Name + " not bound yet"}, nil
+	}
+	return engine.Fact{Holds: true, Message: "allocated for allocation pod " + pod.Name + " on node " + pod.Spec.NodeName}, nil
+}
+
+// complete deletes the allocation pod once the claim is taken over (its finalizer removed)
+// and counts the allocation.
+func (d *Driver) complete(ctx context.Context, obj *unstructured.Unstructured) error {
+	claim, err := typedClaim(obj)
+	if err != nil {
+		return err
+	}
+	deleted, err := d.deleteOwnPod(ctx, claim)
+	if deleted {
+		d.allocated.Inc()
+	}
+	return err
+}
+
+// deletePod deletes the allocation pod of a claim that no longer needs it (deleted, or now
+// used by a pod kube-scheduler schedules).
+func (d *Driver) deletePod(ctx context.Context, obj *unstructured.Unstructured) error {
+	claim, err := typedClaim(obj)
+	if err != nil {
+		return err
+	}
+	_, err = d.deleteOwnPod(ctx, claim)
+	return err
+}
+
+// deleteOwnPod deletes the claim's allocation pod at once (grace period 0: it never ran); a pod
+// already gone counts as deleted by someone else.
+func (d *Driver) deleteOwnPod(ctx context.Context, claim *resourcev1.ResourceClaim) (bool, error) {
+	opts := metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}
+	if pod := d.ownPod(claim); pod != nil {
+		opts.Preconditions = &metav1.Preconditions{UID: &pod.UID}
+	}
+	err := d.kube.CoreV1().Pods(claim.Namespace).Delete(ctx, allocationpod.Name(claim), opts)
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	return err == nil, err
+}
