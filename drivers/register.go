@@ -7,7 +7,6 @@ import (
 	"github.com/rs/zerolog"
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -16,6 +15,7 @@ import (
 	"github.com/draforge/draforge/drivers/allocator"
 	"github.com/draforge/draforge/drivers/binding"
 	"github.com/draforge/draforge/drivers/claims"
+	"github.com/draforge/draforge/drivers/compactpod"
 	"github.com/draforge/draforge/drivers/compactslice"
 	"github.com/draforge/draforge/drivers/gvr"
 	podsDriver "github.com/draforge/draforge/drivers/pods"
@@ -92,23 +92,13 @@ func CacheTyped(inf *engine.Informers) {
 	inf.PruneSelected(gvr.Pods, podsDriver.Prune)
 }
 
-// prunePod keeps what allocator.ClaimNeedsSimulatedAllocation, the pod index, the podClaims
-// mapper and the serve views (graph, doctor, claim views) read.
+// prunePod caches a pod as a *compactpod.Pod: what allocator.ClaimNeedsSimulatedAllocation,
+// the pod index, the podClaims mapper and the serve views (graph, doctor, claim views) read.
 func prunePod(o runtime.Object) runtime.Object {
-	p, ok := o.(*corev1.Pod)
-	if !ok {
-		return o
+	if p, ok := o.(*corev1.Pod); ok {
+		return compactpod.From(p)
 	}
-	*p = corev1.Pod{
-		TypeMeta: p.TypeMeta,
-		ObjectMeta: metav1.ObjectMeta{
-			Name: p.Name, Namespace: p.Namespace, UID: p.UID, ResourceVersion: p.ResourceVersion,
-			Labels: p.Labels, OwnerReferences: p.OwnerReferences, DeletionTimestamp: p.DeletionTimestamp,
-		},
-		Spec:   corev1.PodSpec{NodeName: p.Spec.NodeName, ResourceClaims: p.Spec.ResourceClaims},
-		Status: corev1.PodStatus{ResourceClaimStatuses: p.Status.ResourceClaimStatuses},
-	}
-	return p
+	return o
 }
 
 // pruneNode drops the node's status (images, conditions, addresses...), which nothing reads:

@@ -169,9 +169,9 @@ func MeasureMemory(ctx context.Context, kind string, n int) (float64, error) {
 	}
 	want := n
 	if kind == "pods" {
-		// Bound pods are cached twice: pruned and typed for the drivers, whole for the pod
-		// machine (the simulated kubelet writes their status), whose informer lists only
-		// pods with a spec.nodeName.
+		// Bound pods are cached twice: compact for the drivers (drivers/compactpod), pruned
+		// and unstructured for the pod machine (the simulated kubelet writes their status),
+		// whose informer lists only pods with a spec.nodeName. The row is per pod, both caches.
 		want = 2 * n
 	}
 	if got := inf.Count(); got != want {
