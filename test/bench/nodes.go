@@ -42,6 +42,9 @@ type NodesResult struct {
 	CPU time.Duration
 	// Settle is how long it took until the node machine held every node's Lease.
 	Settle time.Duration
+	// OldestLease is the age of the least recently renewed Lease at the end of the window
+	// (a kubelet renews every 10s; the node lifecycle controller's grace period is 50s).
+	OldestLease time.Duration
 }
 
 // Cores is the controller's average CPU use over the window, in cores.
@@ -117,6 +120,11 @@ func (e *Env) nodeHeartbeats(ctx context.Context, n int, window, settle time.Dur
 	}
 	res := &NodesResult{Nodes: n, Window: time.Since(start), Requests: after.Requests().Sub(before.Requests()),
 		CPU: cpuAfter - cpuBefore, Settle: held}
+	leases, err := e.Setup.CoordinationV1().Leases("kube-node-lease").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	res.OldestLease = oldestRenewal(leases.Items, "bench-sim-", time.Now())
 	nodes, err := e.Setup.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: "bench.draforge/sim=true"})
 	if err != nil {
 		return nil, err
@@ -130,9 +138,26 @@ func (e *Env) nodeHeartbeats(ctx context.Context, n int, window, settle time.Dur
 			res.NotReady++
 		}
 	}
-	fmt.Fprintf(e.Log, "bench: %d simulated nodes for %s: %s (%.2f requests per node per minute), %d not Ready, controller CPU %.3f cores\n",
-		n, res.Window.Round(time.Second), res.Requests, res.PerNodeMinute(res.Requests.Total()), res.NotReady, res.Cores())
+	fmt.Fprintf(e.Log, "bench: %d simulated nodes for %s: %s (%.2f requests per node per minute), %d not Ready, controller CPU %.3f cores, oldest Lease renewal %s ago\n",
+		n, res.Window.Round(time.Second), res.Requests, res.PerNodeMinute(res.Requests.Total()), res.NotReady, res.Cores(), res.OldestLease.Round(time.Second))
 	return res, nil
+}
+
+// oldestRenewal is the age at now of the least recently renewed Lease named with prefix (a
+// Lease never renewed counts from its creation).
+func oldestRenewal(leases []coordinationv1.Lease, prefix string, now time.Time) time.Duration {
+	var oldest time.Duration
+	for _, l := range leases {
+		if len(l.Name) <= len(prefix) || l.Name[:len(prefix)] != prefix {
+			continue
+		}
+		at := l.CreationTimestamp.Time
+		if l.Spec.RenewTime != nil {
+			at = l.Spec.RenewTime.Time
+		}
+		oldest = max(oldest, now.Sub(at))
+	}
+	return oldest
 }
 
 func countHeld(leases []coordinationv1.Lease, prefix string) int {

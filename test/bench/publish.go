@@ -24,6 +24,8 @@ type PublishResult struct {
 	Raw, Controller        time.Duration
 	// Requests the controller made from creating the pool until it was Ready.
 	Requests Requests
+	// ControllerCPU is the controller's user+system CPU time over the same span.
+	ControllerCPU time.Duration
 }
 
 // Publish measures slice publication for the given selector (which must match nodes nodes).
@@ -82,6 +84,10 @@ func (e *Env) publish(ctx context.Context, run publishRun) (*PublishResult, erro
 		return nil, err
 	}
 	api := measured.ResourceV1().ResourceSlices()
+	sel := simdevice.LabelSDPUID + "=" + string(rawPool.UID)
+	// Both sides end when this process's watch has seen every slice, so both pay for the same
+	// watch and the raw loop is not timed to its last response only.
+	rawWatch := newSliceCounter(ctx, e, sel)
 	start := time.Now()
 	if err := parallel(ctx, len(desired), run.rawWorkers, func(ctx context.Context, i int) error {
 		s := desired[i]
@@ -93,9 +99,11 @@ func (e *Env) publish(ctx context.Context, run publishRun) (*PublishResult, erro
 	}); err != nil {
 		return nil, err
 	}
+	if err := poll(ctx, 5*time.Minute, func() (bool, error) { return rawWatch.count() >= len(desired), nil }); err != nil {
+		return nil, fmt.Errorf("raw slices not observed (%d/%d): %w", rawWatch.count(), len(desired), err)
+	}
 	res.Raw = time.Since(start)
 	fmt.Fprintf(e.Log, "bench: raw loop created %d slices in %s\n", len(desired), res.Raw.Round(time.Millisecond))
-	sel := simdevice.LabelSDPUID + "=" + string(rawPool.UID)
 	if err := e.Setup.ResourceV1().ResourceSlices().DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: sel}); err != nil {
 		return nil, err
 	}
@@ -124,6 +132,10 @@ func (e *Env) publish(ctx context.Context, run publishRun) (*PublishResult, erro
 	if err != nil {
 		return nil, err
 	}
+	cpuBefore, err := ProcessCPU(ctl.Pid)
+	if err != nil {
+		return nil, err
+	}
 	watch := newSliceCounter(ctx, e, simdevice.LabelSDPNamespace+"="+ns)
 	pools := e.SetupDyn.Resource(gvr.SimulatedDevicePools).Namespace(ns)
 	start = time.Now()
@@ -141,12 +153,15 @@ func (e *Env) publish(ctx context.Context, run publishRun) (*PublishResult, erro
 		return nil, fmt.Errorf("pool not published (%d/%d slices): %w\n%s", watch.count(), len(desired), err, tail(ctl.Log, 20))
 	}
 	res.Controller = time.Since(start)
+	if cpuAfter, err := ProcessCPU(ctl.Pid); err == nil {
+		res.ControllerCPU = cpuAfter - cpuBefore
+	}
 	after, err := ctl.Metrics()
 	if err != nil {
 		return nil, err
 	}
 	res.Requests = after.Requests().Sub(before.Requests())
-	fmt.Fprintf(e.Log, "bench: controller published %d slices in %s (%s)\n", len(desired), res.Controller.Round(time.Millisecond), res.Requests)
+	fmt.Fprintf(e.Log, "bench: controller published %d slices in %s (%s), controller CPU %s\n", len(desired), res.Controller.Round(time.Millisecond), res.Requests, res.ControllerCPU)
 	if run.cleanup {
 		if err := e.deletePools(ctx, ns); err != nil {
 			return nil, err
