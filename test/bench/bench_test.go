@@ -203,3 +203,18 @@ func TestParseStatCPU(t *testing.T) {
 		t.Errorf("ProcessCPU(self) = %s, %v", d, err)
 	}
 }
+
+func TestParseServeMemory(t *testing.T) {
+	out := "goos: linux\nBenchmarkServeMemory/resourceclaims-2         \t       1\t1234 ns/op\t         4.50 KiB/obj\n" +
+		"BenchmarkServeMemory/resourceslices/nvidia-gpu-2 \t 1\t 99 ns/op\t 5.25 KiB/obj\nPASS\n"
+	got, err := ParseServeMemory(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got["resourceclaims"] != 4.5 || got["resourceslices/nvidia-gpu"] != 5.25 || len(got) != 2 {
+		t.Errorf("ParseServeMemory = %v", got)
+	}
+	if _, err := ParseServeMemory("PASS\n"); err == nil {
+		t.Error("no results: no error")
+	}
+}

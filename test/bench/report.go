@@ -142,6 +142,7 @@ func Run(ctx context.Context, cfg Config, log io.Writer) ([]Row, error) {
 			rows = append(rows, Row{Metric: fmt.Sprintf("cache memory per object (%s, n=%d)", kind, cfg.MemoryObjects),
 				Value: fmt.Sprintf("%.2f KiB", b/1024), Target: "<= 6 KiB", OK: b <= 6*1024})
 		}
+		rows = append(rows, serveMemoryRows(ctx, log)...)
 	}
 	if cfg.run("explain") {
 		if r, err := Explain(ctx, cfg.ExplainNodes, cfg.ExplainDevices, 3); err != nil {
