@@ -42,6 +42,9 @@ type NodesResult struct {
 	CPU time.Duration
 	// Settle is how long it took until the node machine held every node's Lease.
 	Settle time.Duration
+	// ControlPlaneCPU is the CPU time of etcd, kube-apiserver and kube-controller-manager over
+	// the window, by component.
+	ControlPlaneCPU map[cluster.Component]time.Duration
 	// OldestLease is the age of the least recently renewed Lease at the end of the window
 	// (a kubelet renews every 10s; the node lifecycle controller's grace period is 50s).
 	OldestLease time.Duration
@@ -104,6 +107,7 @@ func (e *Env) nodeHeartbeats(ctx context.Context, n int, window, settle time.Dur
 	if err != nil {
 		return nil, err
 	}
+	cpBefore := e.controlPlaneCPU()
 	start := time.Now()
 	select {
 	case <-ctx.Done():
@@ -119,7 +123,10 @@ func (e *Env) nodeHeartbeats(ctx context.Context, n int, window, settle time.Dur
 		return nil, err
 	}
 	res := &NodesResult{Nodes: n, Window: time.Since(start), Requests: after.Requests().Sub(before.Requests()),
-		CPU: cpuAfter - cpuBefore, Settle: held}
+		CPU: cpuAfter - cpuBefore, Settle: held, ControlPlaneCPU: map[cluster.Component]time.Duration{}}
+	for c, d := range e.controlPlaneCPU() {
+		res.ControlPlaneCPU[c] = d - cpBefore[c]
+	}
 	leases, err := e.Setup.CoordinationV1().Leases("kube-node-lease").List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, err
@@ -141,6 +148,21 @@ func (e *Env) nodeHeartbeats(ctx context.Context, n int, window, settle time.Dur
 	fmt.Fprintf(e.Log, "bench: %d simulated nodes for %s: %s (%.2f requests per node per minute), %d not Ready, controller CPU %.3f cores, oldest Lease renewal %s ago\n",
 		n, res.Window.Round(time.Second), res.Requests, res.PerNodeMinute(res.Requests.Total()), res.NotReady, res.Cores(), res.OldestLease.Round(time.Second))
 	return res, nil
+}
+
+// controlPlaneCPU reads the CPU time of the running etcd, kube-apiserver and
+// kube-controller-manager (a component that cannot be read is left out).
+func (e *Env) controlPlaneCPU() map[cluster.Component]time.Duration {
+	out := map[cluster.Component]time.Duration{}
+	for _, p := range e.Cluster.Procs {
+		if p.Pid <= 0 || (p.Name != cluster.Etcd && p.Name != cluster.APIServer && p.Name != cluster.ControllerManager) {
+			continue
+		}
+		if d, err := ProcessCPU(p.Pid); err == nil {
+			out[p.Name] = d
+		}
+	}
+	return out
 }
 
 // oldestRenewal is the age at now of the least recently renewed Lease named with prefix (a

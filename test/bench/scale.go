@@ -7,10 +7,14 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
+	"strings"
+	"sync"
 	"time"
 
+	resourcev1 "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -176,9 +180,13 @@ func (e *Env) scalePublish(ctx context.Context, sc ScaleConfig) ([]Row, error) {
 	defer full.ctl.Stop()
 
 	// Claims, then the largest size's process memory.
-	if err := e.allocateClaims(ctx, full.ns, sc.Claims); err != nil {
+	took, err := e.allocateClaims(ctx, full.ns, sc.Claims)
+	if err != nil {
 		return rows, err
 	}
+	rows = append(rows, Row{
+		Metric: fmt.Sprintf("allocation at QPS %d/burst %d: %d one-device claims created (32 at once) while the controller runs, on %d nodes x %d devices, first create to last allocation seen", sc.QPS, sc.Burst, sc.Claims, largest, sc.Devices),
+		Value:  fmt.Sprintf("%.1f claims/s (%s)", float64(sc.Claims)/took.Seconds(), sec(took)), Target: "report", OK: true})
 	objects := largest /* nodes */ + largest /* slices */ + full.Pools + sc.Claims
 	what := fmt.Sprintf("%d nodes, %d slices of %d devices, %d pools, %d claims", largest, largest, sc.Devices, full.Pools, sc.Claims)
 	if err := full.ctl.Quiesce(ctx, 2*time.Second, 3*time.Minute); err != nil {
@@ -267,28 +275,37 @@ func (e *Env) coldStart(ctx context.Context, n int, sc ScaleConfig, qpsArgs []st
 }
 
 // allocateClaims creates n one-device claims of a class selecting the cold start's devices in ns
-// and waits until the running controller has allocated them all.
-func (e *Env) allocateClaims(ctx context.Context, ns string, n int) error {
+// and waits until the running controller has allocated them all; it returns the time from the
+// first create until a watch saw the last allocation.
+func (e *Env) allocateClaims(ctx context.Context, ns string, n int) (time.Duration, error) {
 	class := ns
 	if err := e.DeviceClass(ctx, class, ns); err != nil && !apierrors.IsAlreadyExists(err) {
-		return err
+		return 0, err
 	}
-	if err := e.CreateClaims(ctx, ns, "c", class, n); err != nil {
-		return err
-	}
-	return poll(ctx, 10*time.Minute, func() (bool, error) {
-		l, err := e.Setup.ResourceV1().ResourceClaims(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return false, err
+	var (
+		mu   sync.Mutex
+		seen = map[string]bool{}
+		last time.Time
+	)
+	e.watchClaims(ctx, ns, func(c *resourcev1.ResourceClaim) {
+		mu.Lock()
+		defer mu.Unlock()
+		if !seen[c.Name] {
+			seen[c.Name], last = true, time.Now()
 		}
-		done := 0
-		for _, c := range l.Items {
-			if c.Status.Allocation != nil {
-				done++
-			}
-		}
-		return done == n, nil
 	})
+	start := time.Now()
+	if err := e.CreateClaims(ctx, ns, "c", class, n); err != nil {
+		return 0, err
+	}
+	err := poll(ctx, 10*time.Minute, func() (bool, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(seen) == n, nil
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	return last.Sub(start), err
 }
 
 // deletePools deletes every pool of ns and waits until they are gone (a running controller
@@ -376,6 +393,20 @@ func settledMemory(ctx context.Context, pid int, addr string) (ProcMemory, error
 	return ProcMemory{RSS: rss, Heap: uint64(s.Sum("go_memstats_heap_inuse_bytes"))}, nil
 }
 
+// controlPlaneCores formats the control plane's CPU over the window in cores per component.
+func controlPlaneCores(r *NodesResult) string {
+	var parts []string
+	for _, c := range []cluster.Component{cluster.APIServer, cluster.Etcd, cluster.ControllerManager} {
+		if d, ok := r.ControlPlaneCPU[c]; ok {
+			parts = append(parts, fmt.Sprintf("%s %.2f", c, d.Seconds()/r.Window.Seconds()))
+		}
+	}
+	if len(parts) == 0 {
+		return "not read"
+	}
+	return strings.Join(parts, ", ") + " cores"
+}
+
 // LeaseRenewalsPerMinute is a kubelet's (and the node machine's) Lease cadence: every 10s.
 const LeaseRenewalsPerMinute = 6.0
 
@@ -408,5 +439,7 @@ func (e *Env) scaleNodes(ctx context.Context, sc ScaleConfig) ([]Row, error) {
 		{Metric: "steady state: nodes not Ready at the end " + label, Value: strconv.Itoa(r.NotReady), Target: "0", OK: r.NotReady == 0},
 		{Metric: "steady state: controller CPU " + label, Value: fmt.Sprintf("%.3f cores (%.2f ms CPU per node per minute)", r.Cores(), cpuPerNode),
 			Target: "report", OK: true},
+		{Metric: "steady state: control plane CPU, of the machine's " + strconv.Itoa(runtime.NumCPU()) + " cores " + label,
+			Value: controlPlaneCores(r), Target: "report", OK: true},
 	}, nil
 }
