@@ -179,9 +179,6 @@ func MeasureMemory(ctx context.Context, kind string, n int) (float64, error) {
 	// Let the event handlers (allocator feed, queues) drain.
 	time.Sleep(500 * time.Millisecond)
 	after := liveHeap()
-	if memoryHook != nil {
-		memoryHook()
-	}
 	runtime.KeepAlive(inf)
 	runtime.KeepAlive(client)
 	return float64(after-before) / float64(n), nil
@@ -242,10 +239,6 @@ func decodeListsFromJSON(client *dynamicfake.FakeDynamicClient) {
 		return true, list, nil
 	})
 }
-
-// memoryHook, when set (by a test), runs while the measured caches are live, e.g. to write a
-// heap profile of them.
-var memoryHook func()
 
 func liveHeap() uint64 {
 	var m runtime.MemStats
