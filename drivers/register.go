@@ -7,7 +7,6 @@ import (
 	"github.com/rs/zerolog"
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -17,6 +16,7 @@ import (
 	"github.com/draforge/draforge/drivers/allocator"
 	"github.com/draforge/draforge/drivers/binding"
 	"github.com/draforge/draforge/drivers/claims"
+	"github.com/draforge/draforge/drivers/compactpod"
 	"github.com/draforge/draforge/drivers/compactslice"
 	"github.com/draforge/draforge/drivers/gvr"
 	podsDriver "github.com/draforge/draforge/drivers/pods"
@@ -106,32 +106,23 @@ func CacheTyped(inf *engine.Informers) {
 	inf.PruneSelected(gvr.Pods, podsDriver.Prune)
 }
 
-// prunePod keeps what allocator.ClaimNeedsSimulatedAllocation, the pod index, the podClaims
-// mapper and the serve views (graph, doctor, claim views) read, and for allocation pods the
-// PodScheduled condition (the claim machine's pending message).
+// prunePod caches a pod as a *compactpod.Pod: what allocator.ClaimNeedsSimulatedAllocation,
+// the pod index, the podClaims mapper and the serve views (graph, doctor, claim views) read,
+// and for allocation pods the PodScheduled condition (the claim machine's pending message).
 func prunePod(o runtime.Object) runtime.Object {
 	p, ok := o.(*corev1.Pod)
 	if !ok {
 		return o
 	}
-	var conditions []corev1.PodCondition
+	c := compactpod.From(p)
 	if allocationpod.Is(p) {
-		for _, c := range p.Status.Conditions {
-			if c.Type == corev1.PodScheduled {
-				conditions = append(conditions, corev1.PodCondition{Type: c.Type, Status: c.Status, Reason: c.Reason, Message: c.Message})
+		for _, cond := range p.Status.Conditions {
+			if cond.Type == corev1.PodScheduled {
+				c.Scheduled = &corev1.PodCondition{Type: cond.Type, Status: cond.Status, Reason: cond.Reason, Message: cond.Message}
 			}
 		}
 	}
-	*p = corev1.Pod{
-		TypeMeta: p.TypeMeta,
-		ObjectMeta: metav1.ObjectMeta{
-			Name: p.Name, Namespace: p.Namespace, UID: p.UID, ResourceVersion: p.ResourceVersion,
-			Labels: p.Labels, OwnerReferences: p.OwnerReferences, DeletionTimestamp: p.DeletionTimestamp,
-		},
-		Spec:   corev1.PodSpec{NodeName: p.Spec.NodeName, ResourceClaims: p.Spec.ResourceClaims},
-		Status: corev1.PodStatus{ResourceClaimStatuses: p.Status.ResourceClaimStatuses, Conditions: conditions},
-	}
-	return p
+	return c
 }
 
 // pruneNode drops the node's status (images, conditions, addresses...), which nothing reads:

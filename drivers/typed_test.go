@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 
+	"github.com/draforge/draforge/drivers/compactpod"
 	"github.com/draforge/draforge/drivers/compactslice"
 	"github.com/draforge/draforge/drivers/gvr"
 	"github.com/draforge/draforge/drivers/simdevice"
@@ -67,19 +68,20 @@ func TestTypedCachesShareObjects(t *testing.T) {
 	}
 
 	o, _, _ := inf.For(gvr.Pods).GetStore().GetByKey("ns/p")
-	pod, ok := o.(*corev1.Pod)
+	pod, ok := o.(*compactpod.Pod)
 	if !ok {
 		t.Fatalf("pod cached as %T", o)
 	}
-	if pod.ManagedFields != nil || pod.Annotations != nil || pod.Spec.Containers != nil || pod.Status.Phase != "" {
+	if pod.ManagedFields != nil || pod.Annotations != nil {
 		t.Errorf("pod not pruned: %+v", pod)
 	}
-	if pod.Spec.NodeName != node || len(pod.Spec.ResourceClaims) != 1 || len(pod.Status.ResourceClaimStatuses) != 1 ||
+	if pod.NodeName != node || len(pod.ResourceClaims) != 1 || len(pod.ResourceClaimStatuses) != 1 ||
 		pod.UID != "pod-uid" || pod.Labels["app"] != "a" {
 		t.Errorf("pod lost fields it needs: %+v", pod)
 	}
-	if got, ok := engine.Typed[corev1.Pod](o); !ok || got != pod {
-		t.Errorf("Typed copied the cached pod")
+	if got, ok := engine.Typed[corev1.Pod](o); !ok || got.Spec.NodeName != node || got.Spec.Containers != nil || got.Status.Phase != "" ||
+		len(got.Spec.ResourceClaims) != 1 || got.Namespace != "ns" {
+		t.Errorf("Typed expanded the cached pod to %+v", got)
 	}
 	claim := &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "claim"}}
 	var pods []*corev1.Pod
@@ -87,8 +89,11 @@ func TestTypedCachesShareObjects(t *testing.T) {
 		time.Sleep(10 * time.Millisecond) // handlers run after the cache synced
 		pods = set.Claims.Pods.PodsFor(claim)
 	}
-	if len(pods) != 1 || pods[0] != pod {
-		t.Errorf("pod index does not hold the informer's pod: %v", pods)
+	if len(pods) != 1 || pods[0].UID != pod.UID {
+		t.Errorf("pod index does not find the pod: %v", pods)
+	}
+	if set.Claims.Pods.Cached(pod.UID) != pod {
+		t.Errorf("pod index does not hold the informer's pod")
 	}
 
 	o, _, _ = inf.For(gvr.Nodes).GetStore().GetByKey(node)

@@ -92,6 +92,8 @@ func (i *Informers) CacheTyped(gvr schema.GroupVersionResource, newObj func() ru
 			return stripManagedFields(obj)
 		}
 		out := newObj()
+		// Interned first: the typed object takes its strings from the map.
+		internObject(u.Object)
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, out); err != nil {
 			return nil, fmt.Errorf("%s %s: %w", gvr, u.GetName(), err)
 		}
@@ -345,7 +347,14 @@ func (i *Informers) Count() int {
 	return n
 }
 
+// stripManagedFields is every informer's transform: it drops managedFields and interns an
+// unstructured object's keys and shared strings (see internObject).
 func stripManagedFields(obj any) (any, error) {
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		unstructured.RemoveNestedField(u.Object, "metadata", "managedFields")
+		internObject(u.Object)
+		return u, nil
+	}
 	if acc, err := meta.Accessor(obj); err == nil {
 		acc.SetManagedFields(nil)
 	}

@@ -12,6 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/draforge/draforge/drivers/allocationpod"
+	"github.com/draforge/draforge/drivers/compactpod"
 )
 
 // ClaimNeedsSimulatedAllocation reports whether DRAForge should allocate the claim itself: it
@@ -72,13 +73,17 @@ func isOwnerPod(claim *resourcev1.ResourceClaim, podUID types.UID) bool {
 // references directly or through status.resourceClaimStatuses. It makes no assumption about how
 // template-generated claims are named.
 func ClaimNamesForPod(pod *corev1.Pod) []string {
+	return claimNames(pod.Spec.ResourceClaims, pod.Status.ResourceClaimStatuses)
+}
+
+func claimNames(claims []corev1.PodResourceClaim, statuses []corev1.PodResourceClaimStatus) []string {
 	names := sets.New[string]()
-	for _, rc := range pod.Spec.ResourceClaims {
+	for _, rc := range claims {
 		if rc.ResourceClaimName != nil {
 			names.Insert(*rc.ResourceClaimName)
 		}
 	}
-	for _, st := range pod.Status.ResourceClaimStatuses {
+	for _, st := range statuses {
 		if st.ResourceClaimName != nil {
 			names.Insert(*st.ResourceClaimName)
 		}
@@ -96,35 +101,59 @@ func ClaimKeysForPod(pod *corev1.Pod) []string {
 	return names
 }
 
+// compactClaimKeys is ClaimKeysForPod for a compact pod.
+func compactClaimKeys(pod *compactpod.Pod) []string {
+	names := claimNames(pod.ResourceClaims, pod.ResourceClaimStatuses)
+	for i, n := range names {
+		names[i] = pod.Namespace + "/" + n
+	}
+	return names
+}
+
 // PodIndex maps claims to the pods referencing them. It is safe for concurrent use and is fed
-// from pod informer events.
+// from pod informer events. It holds pods in compact form: the informer's own objects when it
+// caches them so (see UpsertCompact).
 type PodIndex struct {
-	mu      sync.RWMutex
-	pods    map[types.UID]*corev1.Pod
-	byClaim map[string]sets.Set[types.UID] // claim namespace/name → pod UIDs
+	mu   sync.RWMutex
+	pods map[types.UID]*compactpod.Pod
+	// byClaim maps a claim's namespace/name to the pods referencing it: almost always one, so a
+	// slice rather than a set (a map per claim costs hundreds of bytes).
+	byClaim map[string][]types.UID
 }
 
 // NewPodIndex returns an empty PodIndex.
 func NewPodIndex() *PodIndex {
-	return &PodIndex{pods: map[types.UID]*corev1.Pod{}, byClaim: map[string]sets.Set[types.UID]{}}
+	return &PodIndex{pods: map[types.UID]*compactpod.Pod{}, byClaim: map[string][]types.UID{}}
 }
 
 // Upsert records an added or updated pod.
-func (x *PodIndex) Upsert(pod *corev1.Pod) {
+func (x *PodIndex) Upsert(pod *corev1.Pod) { x.UpsertCompact(compactpod.From(pod)) }
+
+// Delete forgets a pod.
+func (x *PodIndex) Delete(pod *corev1.Pod) { x.DeleteCompact(compactpod.From(pod)) }
+
+// UpsertCompact records an added or updated pod, keeping the pointer (never modified).
+func (x *PodIndex) UpsertCompact(pod *compactpod.Pod) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	x.deleteLocked(pod.UID)
 	x.pods[pod.UID] = pod
-	for _, key := range ClaimKeysForPod(pod) {
-		if x.byClaim[key] == nil {
-			x.byClaim[key] = sets.New[types.UID]()
+	for _, key := range compactClaimKeys(pod) {
+		if !slices.Contains(x.byClaim[key], pod.UID) {
+			x.byClaim[key] = append(x.byClaim[key], pod.UID)
 		}
-		x.byClaim[key].Insert(pod.UID)
 	}
 }
 
-// Delete forgets a pod.
-func (x *PodIndex) Delete(pod *corev1.Pod) {
+// Cached returns the pod with uid as the index holds it (nil if none).
+func (x *PodIndex) Cached(uid types.UID) *compactpod.Pod {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	return x.pods[uid]
+}
+
+// DeleteCompact forgets a pod.
+func (x *PodIndex) DeleteCompact(pod *compactpod.Pod) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	x.deleteLocked(pod.UID)
@@ -135,10 +164,12 @@ func (x *PodIndex) deleteLocked(uid types.UID) {
 	if !ok {
 		return
 	}
-	for _, key := range ClaimKeysForPod(old) {
-		x.byClaim[key].Delete(uid)
-		if x.byClaim[key].Len() == 0 {
+	for _, key := range compactClaimKeys(old) {
+		rest := slices.DeleteFunc(x.byClaim[key], func(u types.UID) bool { return u == uid })
+		if len(rest) == 0 {
 			delete(x.byClaim, key)
+		} else {
+			x.byClaim[key] = rest
 		}
 	}
 	delete(x.pods, uid)
@@ -149,7 +180,7 @@ func (x *PodIndex) deleteLocked(uid types.UID) {
 func (x *PodIndex) PodsFor(claim *resourcev1.ResourceClaim) []*corev1.Pod {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
-	uids := x.byClaim[claimKey(claim)].Clone()
+	uids := sets.New(x.byClaim[claimKey(claim)]...)
 	for _, ref := range claim.OwnerReferences {
 		if p, ok := x.pods[ref.UID]; ok && p.Namespace == claim.Namespace && isOwnerPod(claim, ref.UID) {
 			uids.Insert(ref.UID)
@@ -157,7 +188,7 @@ func (x *PodIndex) PodsFor(claim *resourcev1.ResourceClaim) []*corev1.Pod {
 	}
 	var out []*corev1.Pod
 	for uid := range uids {
-		out = append(out, x.pods[uid])
+		out = append(out, x.pods[uid].Expand())
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out

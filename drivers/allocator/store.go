@@ -13,7 +13,6 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/dynamic-resource-allocation/cel"
@@ -58,10 +57,10 @@ type Allocator struct {
 	allocMu sync.Mutex
 
 	mu       sync.RWMutex
-	slices   map[string]*compactslice.Slice       // by name, the informer's own objects
-	classes  map[string]*resourcev1.DeviceClass   // by name
-	claims   map[string]*resourcev1.ResourceClaim // by namespace/name
-	nodes    map[string]*corev1.Node              // by name
+	slices   map[string]*compactslice.Slice     // by name, the informer's own objects
+	classes  map[string]*resourcev1.DeviceClass // by name
+	claims   map[string]observedClaim           // by namespace/name
+	nodes    map[string]*corev1.Node            // by name
 	inFlight map[types.UID]reservation
 	// taintRules are the DeviceTaintRules by name, applied to slices in snapshots.
 	taintRules map[string]*resourcev1.DeviceTaintRule
@@ -90,10 +89,41 @@ func New(opts Options) *Allocator {
 		taintRules:        map[string]*resourcev1.DeviceTaintRule{},
 		slices:            map[string]*compactslice.Slice{},
 		classes:           map[string]*resourcev1.DeviceClass{},
-		claims:            map[string]*resourcev1.ResourceClaim{},
+		claims:            map[string]observedClaim{},
 		nodes:             map[string]*corev1.Node{},
 		inFlight:          map[types.UID]reservation{},
 	}
+}
+
+// observedClaim is what the store reads back of an observed claim: identity and the devices it
+// holds. A typed claim per cached claim (spec, node selector, timestamps) would repeat what the
+// informer already caches.
+type observedClaim struct {
+	UID      types.UID
+	Deleting bool
+	// Held is nil when the claim is not allocated.
+	Held []heldDevice
+}
+
+// heldDevice is one allocated device with the fields device accounting reads.
+type heldDevice struct {
+	Driver, Pool, Device string
+	AdminAccess          bool
+	ShareID              *types.UID
+	ConsumedCapacity     map[resourcev1.QualifiedName]resource.Quantity
+}
+
+// heldDevices returns the devices of alloc (nil when alloc is nil, an empty slice when it holds none).
+func heldDevices(alloc *resourcev1.AllocationResult) []heldDevice {
+	if alloc == nil {
+		return nil
+	}
+	out := make([]heldDevice, len(alloc.Devices.Results))
+	for i, r := range alloc.Devices.Results {
+		out[i] = heldDevice{Driver: r.Driver, Pool: r.Pool, Device: r.Device, AdminAccess: ptr.Deref(r.AdminAccess, false),
+			ShareID: r.ShareID, ConsumedCapacity: r.ConsumedCapacity}
+	}
+	return out
 }
 
 func claimKey(claim *resourcev1.ResourceClaim) string {
@@ -153,12 +183,7 @@ func (a *Allocator) UpsertClaim(claim *resourcev1.ResourceClaim) {
 	if old, ok := a.claims[key]; ok && old.UID != claim.UID {
 		delete(a.inFlight, old.UID) // the claim was recreated: the old one is gone
 	}
-	// Only identity and the allocation are read back: a lean copy keeps the cache small.
-	claim = &resourcev1.ResourceClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: claim.Name, Namespace: claim.Namespace, UID: claim.UID, DeletionTimestamp: claim.DeletionTimestamp},
-		Status:     resourcev1.ResourceClaimStatus{Allocation: claim.Status.Allocation},
-	}
-	a.claims[key] = claim
+	a.claims[key] = observedClaim{UID: claim.UID, Deleting: claim.DeletionTimestamp != nil, Held: heldDevices(claim.Status.Allocation)}
 	if r, ok := a.inFlight[claim.UID]; ok && claim.Status.Allocation != nil &&
 		sameDevices(r.allocation, claim.Status.Allocation) {
 		delete(a.inFlight, claim.UID)
@@ -172,7 +197,7 @@ func (a *Allocator) PendingClaims() []string {
 	defer a.mu.RUnlock()
 	var out []string
 	for key, c := range a.claims {
-		if c.Status.Allocation == nil && c.DeletionTimestamp == nil {
+		if c.Held == nil && !c.Deleting {
 			out = append(out, key)
 		}
 	}
@@ -269,17 +294,17 @@ func sameDevices(x, y *resourcev1.AllocationResult) bool {
 // of its owner, skipping the claim with UID except.
 func (a *Allocator) ownersLocked(except types.UID) map[structured.DeviceID]string {
 	owners := map[structured.DeviceID]string{}
-	add := func(alloc *resourcev1.AllocationResult, owner string) {
-		for _, r := range alloc.Devices.Results {
-			if ptr.Deref(r.AdminAccess, false) || (a.features.ConsumableCapacity && r.ShareID != nil) {
+	add := func(held []heldDevice, owner string) {
+		for _, r := range held {
+			if r.AdminAccess || (a.features.ConsumableCapacity && r.ShareID != nil) {
 				continue
 			}
 			owners[structured.MakeDeviceID(r.Driver, r.Pool, r.Device)] = owner
 		}
 	}
 	for key, c := range a.claims {
-		if (except == "" || c.UID != except) && c.Status.Allocation != nil {
-			add(c.Status.Allocation, "claim "+key)
+		if except == "" || c.UID != except {
+			add(c.Held, "claim "+key)
 		}
 	}
 	for uid, r := range a.inFlight {
@@ -290,7 +315,7 @@ func (a *Allocator) ownersLocked(except types.UID) map[structured.DeviceID]strin
 		if r.claim == "" {
 			owner = "in-flight claim uid " + string(uid)
 		}
-		add(r.allocation, owner)
+		add(heldDevices(r.allocation), owner)
 	}
 	return owners
 }
@@ -339,9 +364,9 @@ func (a *Allocator) snapshotLocked(except types.UID) *snapshot {
 
 	// Same accounting as the scheduler's DRA plugin: admin access does not take a device,
 	// shared allocations are tracked by share ID and consumed capacity.
-	add := func(alloc *resourcev1.AllocationResult) {
-		for _, r := range alloc.Devices.Results {
-			if ptr.Deref(r.AdminAccess, false) {
+	add := func(held []heldDevice) {
+		for _, r := range held {
+			if r.AdminAccess {
 				continue
 			}
 			id := structured.MakeDeviceID(r.Driver, r.Pool, r.Device)
@@ -364,13 +389,11 @@ func (a *Allocator) snapshotLocked(except types.UID) *snapshot {
 		}
 	}
 	for _, c := range a.claims {
-		if c.Status.Allocation != nil {
-			add(c.Status.Allocation)
-		}
+		add(c.Held)
 	}
 	for uid, r := range a.inFlight {
 		if except == "" || uid != except {
-			add(r.allocation)
+			add(heldDevices(r.allocation))
 		}
 	}
 	return s

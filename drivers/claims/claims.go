@@ -62,7 +62,7 @@ func Register(reg *engine.Registry, inf *engine.Informers, kube kubernetes.Inter
 	engine.Feed(inf, gvr.DeviceTaintRules, a.UpsertTaintRule, a.DeleteTaintRule)
 	engine.Feed(inf, gvr.ResourceClaims, a.UpsertClaim, a.DeleteClaim)
 	engine.Feed(inf, gvr.Nodes, a.UpsertNode, a.DeleteNode)
-	engine.Feed(inf, gvr.Pods, d.Pods.Upsert, d.Pods.Delete)
+	engine.Feed(inf, gvr.Pods, d.Pods.UpsertCompact, d.Pods.DeleteCompact)
 	reg.Observation("claimNeedsSimulatedAllocation", d.needsSimulatedAllocation)
 	reg.Action("allocateClaim", d.allocate)
 	reg.Observation("claimNeedsAllocationPod", d.needsAllocationPod)

@@ -50,13 +50,20 @@ type Driver struct {
 	// expect holds, per slice name, the resourceVersion of our last write (0 for a delete)
 	// until the slice cache shows it, so a pass never plans on a cache that lags our writes.
 	expectMu sync.Mutex
-	expect   map[string]uint64
+	expect   map[string]expectation
+}
+
+// expectation is a write of ours to a slice not yet seen by the slice cache.
+type expectation struct {
+	rv uint64
+	// pool is the UID of the pool whose pass wrote it.
+	pool types.UID
 }
 
 // Register adds the driver's indexes to the informers and its functions to reg.
 func Register(reg *engine.Registry, inf *engine.Informers, kube kubernetes.Interface, dyn dynamic.Interface) (*Driver, error) {
 	d := &Driver{kube: kube, dyn: dyn, inf: inf, pools: inf.For(gvr.SimulatedDevicePools), slices: inf.For(gvr.ResourceSlices),
-		nodes: inf.For(gvr.Nodes), now: time.Now, expect: map[string]uint64{}}
+		nodes: inf.For(gvr.Nodes), now: time.Now, expect: map[string]expectation{}}
 	if err := d.slices.AddIndexers(cache.Indexers{
 		byUID: labelIndex(func(l map[string]string) string { return l[simdevice.LabelSDPUID] }),
 		byOwner: labelIndex(func(l map[string]string) string {
@@ -151,6 +158,12 @@ func (d *Driver) plan(ctx context.Context, obj *unstructured.Unstructured) (Plan
 
 // makePlan computes the pool's publication plan from the caches.
 func (d *Driver) makePlan(obj *unstructured.Unstructured) (Plan, error) {
+	// Cheap first: while the cache lags a write of this pool's own last pass (every slice
+	// event of a large publication triggers a pass), do not build thousands of desired slices
+	// only to find one of them awaited below.
+	if name, ok := d.lagging(obj.GetUID()); ok {
+		return Plan{}, engine.Pending("CacheLag", "waiting for the cache to observe slice "+name, 0)
+	}
 	pool, err := simdevice.FromUnstructured(obj)
 	if err != nil {
 		return Plan{}, err
@@ -237,7 +250,7 @@ func (d *Driver) publish(ctx context.Context, obj *unstructured.Unstructured) er
 		if err := api.Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 			return err
 		}
-		d.await(name, "")
+		d.await(obj.GetUID(), name, "")
 		return nil
 	}); err != nil {
 		return err
@@ -247,7 +260,7 @@ func (d *Driver) publish(ctx context.Context, obj *unstructured.Unstructured) er
 		if err != nil {
 			return err
 		}
-		d.await(s.Name, out.ResourceVersion)
+		d.await(obj.GetUID(), s.Name, out.ResourceVersion)
 		return nil
 	}); err != nil {
 		return err
@@ -257,7 +270,7 @@ func (d *Driver) publish(ctx context.Context, obj *unstructured.Unstructured) er
 		if err != nil {
 			return err
 		}
-		d.await(s.Name, out.ResourceVersion)
+		d.await(obj.GetUID(), s.Name, out.ResourceVersion)
 		return nil
 	}); err != nil {
 		return err
@@ -308,25 +321,44 @@ func writeAll[T any](ctx context.Context, items []T, write func(context.Context,
 	return first
 }
 
-// await records a write of ours to slice name: rv "" for a delete.
-func (d *Driver) await(name, rv string) {
+// await records a write of pool's pass to slice name: rv "" for a delete.
+func (d *Driver) await(pool types.UID, name, rv string) {
 	v, err := strconv.ParseUint(rv, 10, 64)
 	if rv != "" && err != nil {
 		return // not a number: cannot compare, do not wait
 	}
 	d.expectMu.Lock()
-	d.expect[name] = v
+	d.expect[name] = expectation{rv: v, pool: pool}
 	d.expectMu.Unlock()
+}
+
+// lagging returns a slice written by pool's passes that the cache has not caught up with.
+func (d *Driver) lagging(pool types.UID) (string, bool) {
+	d.expectMu.Lock()
+	var names []string
+	for name, e := range d.expect {
+		if e.pool == pool {
+			names = append(names, name)
+		}
+	}
+	d.expectMu.Unlock()
+	for _, name := range names {
+		if d.awaited(name) {
+			return name, true
+		}
+	}
+	return "", false
 }
 
 // awaited reports whether the slice cache still lags a write of ours to name.
 func (d *Driver) awaited(name string) bool {
 	d.expectMu.Lock()
 	defer d.expectMu.Unlock()
-	want, ok := d.expect[name]
+	e, ok := d.expect[name]
 	if !ok {
 		return false
 	}
+	want := e.rv
 	o, exists, _ := d.slices.GetStore().GetByKey(name)
 	caught := !exists && want == 0
 	if exists && want > 0 {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -171,5 +172,49 @@ func TestMemoryListsAreDecoded(t *testing.T) {
 	got := l.Items[0].GetName()
 	if got != orig || unsafe.StringData(got) == unsafe.StringData(orig) {
 		t.Fatalf("listed name %q shares its bytes with the fixture's %q: not decoded", got, orig)
+	}
+}
+
+func TestParseVmRSS(t *testing.T) {
+	status := "Name:\tdraforge\nVmPeak:\t  900000 kB\nVmRSS:\t   51234 kB\nRssAnon:\t   40000 kB\n"
+	got, err := ParseVmRSS(status)
+	if err != nil || got != 51234*1024 {
+		t.Fatalf("ParseVmRSS = %d, %v; want %d", got, err, 51234*1024)
+	}
+	for _, bad := range []string{"Name:\tx\n", "VmRSS:\t12 MB\n", "VmRSS:\tabc kB\n"} {
+		if _, err := ParseVmRSS(bad); err == nil {
+			t.Errorf("ParseVmRSS(%q): no error", bad)
+		}
+	}
+}
+
+func TestParseStatCPU(t *testing.T) {
+	// A command name with a space and a parenthesis; utime 250, stime 50 ticks.
+	stat := "4242 (draf (orge) x) S 1 4242 4242 0 -1 4194560 1000 0 0 0 250 50 0 0 20 0 12 0 100 800000000 12000 18446744073709551615"
+	got, err := ParseStatCPU(stat)
+	if err != nil || got != 3*time.Second {
+		t.Fatalf("ParseStatCPU = %s, %v; want 3s", got, err)
+	}
+	if _, err := ParseStatCPU("4242 (x) S 1 2"); err == nil {
+		t.Error("short stat: no error")
+	}
+	// Its own process: CPU time is readable and not negative.
+	if d, err := ProcessCPU(os.Getpid()); err != nil || d < 0 {
+		t.Errorf("ProcessCPU(self) = %s, %v", d, err)
+	}
+}
+
+func TestParseServeMemory(t *testing.T) {
+	out := "goos: linux\nBenchmarkServeMemory/resourceclaims-2         \t       1\t1234 ns/op\t         4.50 KiB/obj\n" +
+		"BenchmarkServeMemory/resourceslices/nvidia-gpu-2 \t 1\t 99 ns/op\t 5.25 KiB/obj\nPASS\n"
+	got, err := ParseServeMemory(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got["resourceclaims"] != 4.5 || got["resourceslices/nvidia-gpu"] != 5.25 || len(got) != 2 {
+		t.Errorf("ParseServeMemory = %v", got)
+	}
+	if _, err := ParseServeMemory("PASS\n"); err == nil {
+		t.Error("no results: no error")
 	}
 }

@@ -319,7 +319,9 @@ type Controller struct {
 	Name string
 	Addr string
 	Log  string
-	e    *Env
+	// Pid is the process id (for /proc readings).
+	Pid int
+	e   *Env
 }
 
 // StartController spawns the controller with the measured QPS/burst and waits for /readyz.
@@ -341,7 +343,7 @@ func (e *Env) StartController(ctx context.Context, args ...string) (*Controller,
 	if err != nil {
 		return nil, err
 	}
-	c := &Controller{Name: name, Addr: addr, Log: p.Log, e: e}
+	c := &Controller{Name: name, Addr: addr, Log: p.Log, Pid: p.Pid, e: e}
 	if err := poll(ctx, 60*time.Second, func() (bool, error) {
 		code, _ := c.get("/readyz")
 		return code == http.StatusOK, nil

@@ -145,9 +145,8 @@ func MeasureMemory(ctx context.Context, kind string, n int) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
-	client := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(k8sruntime.NewScheme(), memoryGVRs, objs...)
+	client := memoryClient(objs)
 	objs = nil
-	decodeListsFromJSON(client)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
@@ -169,9 +168,9 @@ func MeasureMemory(ctx context.Context, kind string, n int) (float64, error) {
 	}
 	want := n
 	if kind == "pods" {
-		// Bound pods are cached twice: pruned and typed for the drivers, whole for the pod
-		// machine (the simulated kubelet writes their status), whose informer lists only
-		// pods with a spec.nodeName.
+		// Bound pods are cached twice: compact for the drivers (drivers/compactpod), pruned
+		// and unstructured for the pod machine (the simulated kubelet writes their status),
+		// whose informer lists only pods with a spec.nodeName. The row is per pod, both caches.
 		want = 2 * n
 	}
 	if got := inf.Count(); got != want {
@@ -184,6 +183,26 @@ func MeasureMemory(ctx context.Context, kind string, n int) (float64, error) {
 	runtime.KeepAlive(client)
 	return float64(after-before) / float64(n), nil
 }
+
+// MemoryClient returns a fake dynamic client serving n objects of kind (see MemoryObjects) the
+// way a real client receives them (see decodeListsFromJSON), for memory measurements of other
+// processes' caches (serve).
+func MemoryClient(kind string, n int) (*dynamicfake.FakeDynamicClient, error) {
+	objs, err := MemoryObjects(kind, n)
+	if err != nil {
+		return nil, err
+	}
+	return memoryClient(objs), nil
+}
+
+func memoryClient(objs []k8sruntime.Object) *dynamicfake.FakeDynamicClient {
+	client := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(k8sruntime.NewScheme(), memoryGVRs, objs...)
+	decodeListsFromJSON(client)
+	return client
+}
+
+// LiveHeap is the heap in use after three garbage collections.
+func LiveHeap() uint64 { return liveHeap() }
 
 // decodeListsFromJSON makes the fake client answer lists as a real client does: every item
 // encoded to JSON and decoded again, so the cached objects own their strings instead of sharing

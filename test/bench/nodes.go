@@ -21,6 +21,14 @@ const (
 	KubeletRequestsPerMinute = 12.2
 )
 
+// KWOKWritesPerMinute is KWOK v0.8.0's default node cadence: its node lease controller renews
+// every nodeLeaseDurationSeconds/4 = 10s (default 40s, pkg/kwok/controllers/controller.go and
+// pkg/apis/config/v1alpha1/zz_generated.defaults.go) and the default node-heartbeat-with-lease
+// stage rewrites the node's status after 600–610s (kustomize/stage/node/heartbeat-with-lease/
+// node-heartbeat-with-lease.yaml, chosen by pkg/kwokctl/runtime/cluster.go
+// getDefaultNodeStages): 6 + 60/605 writes per node per minute.
+const KWOKWritesPerMinute = 6 + 60.0/605
+
 // NodesResult is the controller's API cost of keeping simulated nodes Ready.
 type NodesResult struct {
 	Nodes  int
@@ -30,7 +38,20 @@ type NodesResult struct {
 	// NotReady counts nodes not Ready=True at the end of the window (kube-controller-manager's
 	// node lifecycle controller runs throughout).
 	NotReady int
+	// CPU is the controller's user+system CPU time over the window (/proc/<pid>/stat).
+	CPU time.Duration
+	// Settle is how long it took until the node machine held every node's Lease.
+	Settle time.Duration
+	// ControlPlaneCPU is the CPU time of etcd, kube-apiserver and kube-controller-manager over
+	// the window, by component.
+	ControlPlaneCPU map[cluster.Component]time.Duration
+	// OldestLease is the age of the least recently renewed Lease at the end of the window
+	// (a kubelet renews every 10s; the node lifecycle controller's grace period is 50s).
+	OldestLease time.Duration
 }
+
+// Cores is the controller's average CPU use over the window, in cores.
+func (r *NodesResult) Cores() float64 { return r.CPU.Seconds() / r.Window.Seconds() }
 
 // PerNodeMinute is requests (or writes) per node per minute.
 func (r *NodesResult) PerNodeMinute(n float64) float64 {
@@ -41,6 +62,12 @@ func (r *NodesResult) PerNodeMinute(n float64) float64 {
 // its defaults) and a controller, lets the node machine take every node's Lease, and counts the
 // controller's requests over window. The nodes are deleted afterwards, so later phases see none.
 func (e *Env) NodeHeartbeats(ctx context.Context, n int, window time.Duration) (*NodesResult, error) {
+	return e.nodeHeartbeats(ctx, n, window, 0)
+}
+
+// nodeHeartbeats is NodeHeartbeats with the window starting settle after every Lease is held
+// and extra controller arguments (client limits for thousands of nodes).
+func (e *Env) nodeHeartbeats(ctx context.Context, n int, window, settle time.Duration, ctlArgs ...string) (*NodesResult, error) {
 	spec := simnode.Spec{Prefix: "bench-sim", Count: n, Labels: map[string]string{"bench.draforge/sim": "true"}}
 	if err := simnode.Apply(ctx, e.SetupDyn, spec, nil); err != nil {
 		return nil, err
@@ -53,21 +80,34 @@ func (e *Env) NodeHeartbeats(ctx context.Context, n int, window time.Duration) (
 		return nil, err
 	}
 	defer func() { _ = e.Cluster.StopComponent(cluster.ControllerManager) }()
-	ctl, err := e.StartController(ctx)
+	started := time.Now()
+	ctl, err := e.StartController(ctx, ctlArgs...)
 	if err != nil {
 		return nil, err
 	}
 	defer ctl.Stop()
-	if err := poll(ctx, time.Minute, func() (bool, error) {
+	// About a minute per thousand nodes at most: the node machine creates each node's Lease.
+	if err := poll(ctx, max(time.Minute, time.Duration(n)*60*time.Millisecond), func() (bool, error) {
 		l, err := e.Setup.CoordinationV1().Leases("kube-node-lease").List(ctx, metav1.ListOptions{})
 		return err == nil && countHeld(l.Items, "bench-sim-") == n, nil
 	}); err != nil {
 		return nil, fmt.Errorf("node leases: %w\n%s", err, tail(ctl.Log, 20))
 	}
+	held := time.Since(started)
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-time.After(settle):
+	}
 	before, err := ctl.Metrics()
 	if err != nil {
 		return nil, err
 	}
+	cpuBefore, err := ProcessCPU(ctl.Pid)
+	if err != nil {
+		return nil, err
+	}
+	cpBefore := e.controlPlaneCPU()
 	start := time.Now()
 	select {
 	case <-ctx.Done():
@@ -78,7 +118,20 @@ func (e *Env) NodeHeartbeats(ctx context.Context, n int, window time.Duration) (
 	if err != nil {
 		return nil, err
 	}
-	res := &NodesResult{Nodes: n, Window: time.Since(start), Requests: after.Requests().Sub(before.Requests())}
+	cpuAfter, err := ProcessCPU(ctl.Pid)
+	if err != nil {
+		return nil, err
+	}
+	res := &NodesResult{Nodes: n, Window: time.Since(start), Requests: after.Requests().Sub(before.Requests()),
+		CPU: cpuAfter - cpuBefore, Settle: held, ControlPlaneCPU: map[cluster.Component]time.Duration{}}
+	for c, d := range e.controlPlaneCPU() {
+		res.ControlPlaneCPU[c] = d - cpBefore[c]
+	}
+	leases, err := e.Setup.CoordinationV1().Leases("kube-node-lease").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	res.OldestLease = oldestRenewal(leases.Items, "bench-sim-", time.Now())
 	nodes, err := e.Setup.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: "bench.draforge/sim=true"})
 	if err != nil {
 		return nil, err
@@ -92,9 +145,41 @@ func (e *Env) NodeHeartbeats(ctx context.Context, n int, window time.Duration) (
 			res.NotReady++
 		}
 	}
-	fmt.Fprintf(e.Log, "bench: %d simulated nodes for %s: %s (%.2f requests per node per minute), %d not Ready\n",
-		n, res.Window.Round(time.Second), res.Requests, res.PerNodeMinute(res.Requests.Total()), res.NotReady)
+	fmt.Fprintf(e.Log, "bench: %d simulated nodes for %s: %s (%.2f requests per node per minute), %d not Ready, controller CPU %.3f cores, oldest Lease renewal %s ago\n",
+		n, res.Window.Round(time.Second), res.Requests, res.PerNodeMinute(res.Requests.Total()), res.NotReady, res.Cores(), res.OldestLease.Round(time.Second))
 	return res, nil
+}
+
+// controlPlaneCPU reads the CPU time of the running etcd, kube-apiserver and
+// kube-controller-manager (a component that cannot be read is left out).
+func (e *Env) controlPlaneCPU() map[cluster.Component]time.Duration {
+	out := map[cluster.Component]time.Duration{}
+	for _, p := range e.Cluster.Procs {
+		if p.Pid <= 0 || (p.Name != cluster.Etcd && p.Name != cluster.APIServer && p.Name != cluster.ControllerManager) {
+			continue
+		}
+		if d, err := ProcessCPU(p.Pid); err == nil {
+			out[p.Name] = d
+		}
+	}
+	return out
+}
+
+// oldestRenewal is the age at now of the least recently renewed Lease named with prefix (a
+// Lease never renewed counts from its creation).
+func oldestRenewal(leases []coordinationv1.Lease, prefix string, now time.Time) time.Duration {
+	var oldest time.Duration
+	for _, l := range leases {
+		if len(l.Name) <= len(prefix) || l.Name[:len(prefix)] != prefix {
+			continue
+		}
+		at := l.CreationTimestamp.Time
+		if l.Spec.RenewTime != nil {
+			at = l.Spec.RenewTime.Time
+		}
+		oldest = max(oldest, now.Sub(at))
+	}
+	return oldest
 }
 
 func countHeld(leases []coordinationv1.Lease, prefix string) int {

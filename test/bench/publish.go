@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -23,12 +24,35 @@ type PublishResult struct {
 	Raw, Controller        time.Duration
 	// Requests the controller made from creating the pool until it was Ready.
 	Requests Requests
+	// ControllerCPU is the controller's user+system CPU time over the same span.
+	ControllerCPU time.Duration
 }
 
 // Publish measures slice publication for the given selector (which must match nodes nodes).
 // The raw loop runs first, with no controller running (its orphan sweeper would delete the
 // raw slices); the raw slices are then deleted and a fresh controller publishes the pool.
+// Both sides use QPS/Burst; the raw loop creates one slice at a time.
 func (e *Env) Publish(ctx context.Context, nodes, devices int, selector map[string]string) (*PublishResult, error) {
+	return e.publish(ctx, publishRun{nodes: nodes, devices: devices, selector: selector, ns: "bench-pub",
+		qps: QPS, burst: Burst, rawWorkers: 1})
+}
+
+// publishRun is one slice publication measurement.
+type publishRun struct {
+	nodes, devices int
+	selector       map[string]string
+	// ns holds the controller's pool (a fresh one per run).
+	ns string
+	// qps and burst are the client limits of both sides.
+	qps, burst int
+	// rawWorkers are the raw loop's creates in flight at once.
+	rawWorkers int
+	// cleanup deletes the pool (and so its slices) with the controller still running.
+	cleanup bool
+}
+
+func (e *Env) publish(ctx context.Context, run publishRun) (*PublishResult, error) {
+	nodes, devices, selector := run.nodes, run.devices, run.selector
 	res := &PublishResult{Nodes: nodes, Devices: devices}
 	nodeList, err := e.Setup.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: labelsString(selector)})
 	if err != nil {
@@ -55,17 +79,31 @@ func (e *Env) Publish(ctx context.Context, nodes, devices int, selector map[stri
 		return nil, err
 	}
 	res.Slices = len(desired)
-	api := e.Measured.ResourceV1().ResourceSlices()
+	measured, err := e.Client(run.qps, run.burst)
+	if err != nil {
+		return nil, err
+	}
+	api := measured.ResourceV1().ResourceSlices()
+	sel := simdevice.LabelSDPUID + "=" + string(rawPool.UID)
+	// Both sides end when this process's watch has seen every slice, so both pay for the same
+	// watch and the raw loop is not timed to its last response only.
+	rawWatch := newSliceCounter(ctx, e, sel)
 	start := time.Now()
-	for _, s := range desired {
+	if err := parallel(ctx, len(desired), run.rawWorkers, func(ctx context.Context, i int) error {
+		s := desired[i]
 		s.Spec.Pool.Generation = 1
 		if _, err := api.Create(ctx, s, metav1.CreateOptions{}); err != nil {
-			return nil, fmt.Errorf("raw create: %w", err)
+			return fmt.Errorf("raw create: %w", err)
 		}
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	if err := poll(ctx, 5*time.Minute, func() (bool, error) { return rawWatch.count() >= len(desired), nil }); err != nil {
+		return nil, fmt.Errorf("raw slices not observed (%d/%d): %w", rawWatch.count(), len(desired), err)
 	}
 	res.Raw = time.Since(start)
 	fmt.Fprintf(e.Log, "bench: raw loop created %d slices in %s\n", len(desired), res.Raw.Round(time.Millisecond))
-	sel := simdevice.LabelSDPUID + "=" + string(rawPool.UID)
 	if err := e.Setup.ResourceV1().ResourceSlices().DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: sel}); err != nil {
 		return nil, err
 	}
@@ -78,11 +116,11 @@ func (e *Env) Publish(ctx context.Context, nodes, devices int, selector map[stri
 
 	// Controller: ready and synced before the pool exists; timed from the create of the pool
 	// until every slice is observed and the pool shows Ready.
-	ns := "bench-pub"
+	ns := run.ns
 	if err := e.Namespace(ctx, ns); err != nil {
 		return nil, err
 	}
-	ctl, err := e.StartController(ctx)
+	ctl, err := e.StartController(ctx, "--kube-api-qps="+strconv.Itoa(run.qps), "--kube-api-burst="+strconv.Itoa(run.burst))
 	if err != nil {
 		return nil, err
 	}
@@ -91,6 +129,10 @@ func (e *Env) Publish(ctx context.Context, nodes, devices int, selector map[stri
 		return nil, err
 	}
 	before, err := ctl.Metrics()
+	if err != nil {
+		return nil, err
+	}
+	cpuBefore, err := ProcessCPU(ctl.Pid)
 	if err != nil {
 		return nil, err
 	}
@@ -111,12 +153,20 @@ func (e *Env) Publish(ctx context.Context, nodes, devices int, selector map[stri
 		return nil, fmt.Errorf("pool not published (%d/%d slices): %w\n%s", watch.count(), len(desired), err, tail(ctl.Log, 20))
 	}
 	res.Controller = time.Since(start)
+	if cpuAfter, err := ProcessCPU(ctl.Pid); err == nil {
+		res.ControllerCPU = cpuAfter - cpuBefore
+	}
 	after, err := ctl.Metrics()
 	if err != nil {
 		return nil, err
 	}
 	res.Requests = after.Requests().Sub(before.Requests())
-	fmt.Fprintf(e.Log, "bench: controller published %d slices in %s (%s)\n", len(desired), res.Controller.Round(time.Millisecond), res.Requests)
+	fmt.Fprintf(e.Log, "bench: controller published %d slices in %s (%s), controller CPU %s\n", len(desired), res.Controller.Round(time.Millisecond), res.Requests, res.ControllerCPU)
+	if run.cleanup {
+		if err := e.deletePools(ctx, ns); err != nil {
+			return nil, err
+		}
+	}
 	return res, nil
 }
 

@@ -93,7 +93,10 @@ type Config struct {
 	ExplainNodes, ExplainDevices         int
 	SimNodes                             int
 	NodeWindow                           time.Duration
-	// Only, when non-empty, selects phases: unit, publish, alloc, churn, cost, memory, explain, nodes.
+	// Scale sizes the scale-publish and scale-nodes phases (see scale.go).
+	Scale ScaleConfig
+	// Only, when non-empty, selects phases: unit, publish, alloc, churn, cost, memory, explain,
+	// nodes, scale-publish, scale-nodes.
 	Only map[string]bool
 }
 
@@ -108,6 +111,7 @@ func DefaultConfig() Config {
 		MemoryObjects: 2000,
 		ExplainNodes:  1000, ExplainDevices: 8,
 		SimNodes: 100, NodeWindow: 60 * time.Second,
+		Scale: DefaultScaleConfig(),
 	}
 }
 
@@ -138,6 +142,7 @@ func Run(ctx context.Context, cfg Config, log io.Writer) ([]Row, error) {
 			rows = append(rows, Row{Metric: fmt.Sprintf("cache memory per object (%s, n=%d)", kind, cfg.MemoryObjects),
 				Value: fmt.Sprintf("%.2f KiB", b/1024), Target: "<= 6 KiB", OK: b <= 6*1024})
 		}
+		rows = append(rows, serveMemoryRows(ctx, log)...)
 	}
 	if cfg.run("explain") {
 		if r, err := Explain(ctx, cfg.ExplainNodes, cfg.ExplainDevices, 3); err != nil {
@@ -146,6 +151,12 @@ func Run(ctx context.Context, cfg Config, log io.Writer) ([]Row, error) {
 			rows = append(rows, Row{Metric: fmt.Sprintf("explain latency, pending claim (%d nodes x %d devices, 2 drivers, median of %d)", r.Nodes, r.Devices, r.Runs),
 				Value: ms(r.Latency), Target: "<= " + ExplainTarget.String(), OK: r.Latency <= ExplainTarget})
 		}
+	}
+	// The scale phases run on control planes of their own (see scale.go).
+	if scaleRows, err := RunScale(ctx, cfg, log); err != nil {
+		fail("scale phases", err)
+	} else {
+		rows = append(rows, scaleRows...)
 	}
 	if !cfg.run("publish") && !cfg.run("alloc") && !cfg.run("churn") && !cfg.run("cost") && !cfg.run("nodes") {
 		return rows, nil

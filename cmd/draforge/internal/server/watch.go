@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/draforge/draforge/cmd/draforge/internal/inventory"
+	"github.com/draforge/draforge/drivers/compactpod"
 	"github.com/draforge/draforge/drivers/compactslice"
 	"github.com/draforge/draforge/drivers/gvr"
 	"github.com/draforge/draforge/drivers/simdevice"
@@ -37,6 +38,8 @@ type Watcher struct {
 	// expanded are the API-type copies of the cached compact slices, kept from one build to the
 	// next (only Start's goroutine builds).
 	expanded map[*compactslice.Slice]*resourcev1.ResourceSlice
+	// expandedPods are the same for the cached compact pods.
+	expandedPods map[*compactpod.Pod]*corev1.Pod
 }
 
 // Register creates the informers the snapshot needs (call before the informers start).
@@ -179,10 +182,34 @@ func (wt *Watcher) build() *inventory.Snapshot {
 	s.Slices = wt.slices()
 	s.Classes = typedList[resourcev1.DeviceClass](wt.infs["DeviceClass"])
 	s.Claims = typedList[resourcev1.ResourceClaim](wt.infs["ResourceClaim"])
-	s.Pods = typedList[corev1.Pod](wt.infs["Pod"])
+	s.Pods = wt.pods()
 	s.Nodes = typedList[corev1.Node](wt.infs["Node"])
 	s.TaintRules = typedList[resourcev1.DeviceTaintRule](wt.infs["DeviceTaintRule"])
 	return s.Sort()
+}
+
+// pods returns the cached pods as the API type, expanding each compact pod once (see slices).
+func (wt *Watcher) pods() []*corev1.Pod {
+	objs := wt.infs["Pod"].GetStore().List()
+	out := make([]*corev1.Pod, 0, len(objs))
+	expanded := make(map[*compactpod.Pod]*corev1.Pod, len(objs))
+	for _, o := range objs {
+		c, ok := o.(*compactpod.Pod)
+		if !ok {
+			if t, ok := engine.Typed[corev1.Pod](o); ok {
+				out = append(out, t)
+			}
+			continue
+		}
+		t, ok := wt.expandedPods[c]
+		if !ok {
+			t = c.Expand()
+		}
+		expanded[c] = t
+		out = append(out, t)
+	}
+	wt.expandedPods = expanded
+	return out
 }
 
 // slices returns the cached slices as the API type. A compact slice is expanded once and the

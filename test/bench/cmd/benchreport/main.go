@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -18,7 +19,7 @@ import (
 
 func main() {
 	cfg := bench.DefaultConfig()
-	only := flag.String("only", "", "comma-separated phases to run: unit, memory, explain, alloc, churn, cost, publish, nodes (default all)")
+	only := flag.String("only", "", "comma-separated phases to run: unit, memory, explain, alloc, churn, cost, publish, nodes, scale-publish, scale-nodes (default all)")
 	flag.IntVar(&cfg.PubNodes, "pub-nodes", cfg.PubNodes, "nodes for slice publication")
 	flag.IntVar(&cfg.PubDevices, "pub-devices", cfg.PubDevices, "devices per node for slice publication")
 	flag.IntVar(&cfg.AllocNodes, "alloc-nodes", cfg.AllocNodes, "nodes for claim allocation")
@@ -32,7 +33,24 @@ func main() {
 	flag.IntVar(&cfg.ExplainDevices, "explain-devices", cfg.ExplainDevices, "devices per node and driver for the explain latency")
 	flag.IntVar(&cfg.SimNodes, "sim-nodes", cfg.SimNodes, "simulated nodes for the node heartbeat measurement")
 	flag.DurationVar(&cfg.NodeWindow, "node-window", cfg.NodeWindow, "node heartbeat measurement window")
+	scaleSizes := flag.String("scale-sizes", joinInts(cfg.Scale.PubSizes), "comma-separated node counts for scale-publish (publication at a high QPS, cold start; the largest also for process memory)")
+	flag.IntVar(&cfg.Scale.Devices, "scale-devices", cfg.Scale.Devices, "devices per node in scale-publish")
+	flag.IntVar(&cfg.Scale.QPS, "scale-qps", cfg.Scale.QPS, "client QPS of both sides in scale-publish")
+	flag.IntVar(&cfg.Scale.Burst, "scale-burst", cfg.Scale.Burst, "client burst of both sides in scale-publish")
+	flag.IntVar(&cfg.Scale.NodesPerPool, "scale-nodes-per-pool", cfg.Scale.NodesPerPool, "nodes per pool in the cold start")
+	flag.IntVar(&cfg.Scale.Claims, "scale-claims", cfg.Scale.Claims, "claims allocated before the process memory is read")
+	flag.IntVar(&cfg.Scale.SimNodes, "scale-sim-nodes", cfg.Scale.SimNodes, "simulated nodes in scale-nodes")
+	flag.IntVar(&cfg.Scale.SimQPS, "scale-sim-qps", cfg.Scale.SimQPS, "controller QPS in scale-nodes")
+	flag.IntVar(&cfg.Scale.SimBurst, "scale-sim-burst", cfg.Scale.SimBurst, "controller burst in scale-nodes")
+	flag.DurationVar(&cfg.Scale.SimSettle, "scale-settle", cfg.Scale.SimSettle, "wait after every Lease is held before the scale-nodes window")
+	flag.DurationVar(&cfg.Scale.Window, "scale-window", cfg.Scale.Window, "scale-nodes measurement window")
 	flag.Parse()
+	sizes, err := parseInts(*scaleSizes)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "benchreport: -scale-sizes:", err)
+		os.Exit(2)
+	}
+	cfg.Scale.PubSizes = sizes
 	if *only != "" {
 		cfg.Only = map[string]bool{}
 		for _, p := range strings.Split(*only, ",") {
@@ -50,4 +68,24 @@ func main() {
 		fmt.Fprintln(os.Stderr, "benchreport:", err)
 		os.Exit(1)
 	}
+}
+
+func joinInts(v []int) string {
+	s := make([]string, len(v))
+	for i, n := range v {
+		s[i] = strconv.Itoa(n)
+	}
+	return strings.Join(s, ",")
+}
+
+func parseInts(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n <= 0 {
+			return nil, fmt.Errorf("%q is not a positive integer", f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
 }

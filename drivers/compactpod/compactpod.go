@@ -1,0 +1,82 @@
+// Package compactpod is the form the drivers' pod informer caches Pods in: the identity and the
+// claim references DRAForge reads, without the rest of the API type. A typed corev1.Pod is
+// 1,240 bytes even with every unread field cleared (PodSpec and PodStatus are large structs),
+// which made a bound pod, also cached by the pod machine's own informer, cost over 6 KiB.
+package compactpod
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// Pod is a cached Pod reduced to what the allocator's pod index, the podClaims mapper and the
+// serve views read. Cached objects are shared and must not be mutated.
+type Pod struct {
+	metav1.TypeMeta
+	metav1.ObjectMeta
+	NodeName              string
+	ResourceClaims        []corev1.PodResourceClaim
+	ResourceClaimStatuses []corev1.PodResourceClaimStatus
+	// Scheduled is the PodScheduled condition, kept only for allocation pods (its message says
+	// why kube-scheduler cannot allocate their claim); nil for every other pod.
+	Scheduled *corev1.PodCondition
+}
+
+// From returns the compact form of p; it shares p's labels, references and claim lists.
+func From(p *corev1.Pod) *Pod {
+	return &Pod{
+		TypeMeta: p.TypeMeta,
+		ObjectMeta: metav1.ObjectMeta{
+			Name: p.Name, Namespace: p.Namespace, UID: p.UID, ResourceVersion: p.ResourceVersion,
+			Labels: p.Labels, OwnerReferences: p.OwnerReferences, DeletionTimestamp: p.DeletionTimestamp,
+		},
+		NodeName:              p.Spec.NodeName,
+		ResourceClaims:        p.Spec.ResourceClaims,
+		ResourceClaimStatuses: p.Status.ResourceClaimStatuses,
+	}
+}
+
+// Expand returns a new API Pod with the kept fields, deep-copied (a caller may change it).
+func (p *Pod) Expand() *corev1.Pod {
+	out := &corev1.Pod{TypeMeta: p.TypeMeta}
+	p.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
+	out.Spec.NodeName = p.NodeName
+	for _, rc := range p.ResourceClaims {
+		out.Spec.ResourceClaims = append(out.Spec.ResourceClaims, *rc.DeepCopy())
+	}
+	for _, st := range p.ResourceClaimStatuses {
+		out.Status.ResourceClaimStatuses = append(out.Status.ResourceClaimStatuses, *st.DeepCopy())
+	}
+	if p.Scheduled != nil {
+		out.Status.Conditions = []corev1.PodCondition{*p.Scheduled.DeepCopy()}
+	}
+	return out
+}
+
+// GetObjectKind implements runtime.Object.
+func (p *Pod) GetObjectKind() schema.ObjectKind { return &p.TypeMeta }
+
+// DeepCopyObject implements runtime.Object.
+func (p *Pod) DeepCopyObject() runtime.Object {
+	out := From(p.Expand())
+	if p.Scheduled != nil {
+		out.Scheduled = p.Scheduled.DeepCopy()
+	}
+	return out
+}
+
+// ExpandObject implements engine.Compact.
+func (p *Pod) ExpandObject() runtime.Object { return p.Expand() }
+
+// DecodeUnstructured implements engine.UnstructuredDecoder, for a pod cached unstructured.
+func (p *Pod) DecodeUnstructured(u *unstructured.Unstructured) error {
+	var full corev1.Pod
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &full); err != nil {
+		return err
+	}
+	*p = *From(&full)
+	return nil
+}

@@ -1,0 +1,445 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	resourcev1 "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/draforge/draforge/drivers/gvr"
+	"github.com/draforge/draforge/test/cluster"
+)
+
+// ScaleConfig sizes the phases where the client rate limiter is not the floor (scale-publish:
+// publication, cold start and process memory at thousands of nodes) and the steady state of
+// thousands of simulated nodes (scale-nodes).
+type ScaleConfig struct {
+	// PubSizes are the node counts of publication and cold start; the largest is also the size
+	// of the process memory measurement.
+	PubSizes []int
+	Devices  int
+	// QPS and Burst are both sides' client limits in scale-publish, high enough that the API
+	// server, not the limiter, is the floor.
+	QPS, Burst int
+	// NodesPerPool sizes the cold start's pools (targetNodes lists, at most 64 by the CRD).
+	NodesPerPool int
+	// Claims are allocated before the process memory is read.
+	Claims int
+	// SimNodes are the simulated nodes of scale-nodes, kept Ready by a controller with
+	// SimQPS/SimBurst (a Lease renewal every 10s per node is SimNodes/10 writes per second).
+	SimNodes          int
+	SimQPS, SimBurst  int
+	SimSettle, Window time.Duration
+}
+
+// DefaultScaleConfig is the size of the proof issue's scale rows.
+func DefaultScaleConfig() ScaleConfig {
+	return ScaleConfig{
+		PubSizes: []int{1000, 5000}, Devices: 8, QPS: 2000, Burst: 4000, NodesPerPool: 50, Claims: 1000,
+		SimNodes: 5000, SimQPS: 1000, SimBurst: 2000, SimSettle: 20 * time.Second, Window: 60 * time.Second,
+	}
+}
+
+// Client returns a clientset with the given limits.
+func (e *Env) Client(qps, burst int) (kubernetes.Interface, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", e.Cluster.Kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	cfg.QPS, cfg.Burst = float32(qps), burst
+	return kubernetes.NewForConfig(cfg)
+}
+
+// APIServerLimits describes the local kube-apiserver's own concurrency limits: its defaults, as
+// test/cluster passes none of these flags, and every client here authenticates as
+// system:masters, whose requests API Priority and Fairness exempts from its queues.
+const APIServerLimits = "kube-apiserver defaults: --max-requests-inflight=400, --max-mutating-requests-inflight=200, " +
+	"API Priority and Fairness on; all clients are system:masters (APF's exempt priority level)"
+
+// RunScale runs the scale phases selected in cfg, each on a control plane of its own.
+func RunScale(ctx context.Context, cfg Config, log io.Writer) ([]Row, error) {
+	var rows []Row
+	sc := cfg.Scale
+	if cfg.run("scale-publish") {
+		r, err := withEnv(ctx, log, func(e *Env) ([]Row, error) { return e.scalePublish(ctx, sc) })
+		rows = append(rows, r...)
+		if err != nil {
+			rows = append(rows, failedRow("scale: publication, cold start and process memory", err, log))
+		}
+	}
+	if cfg.run("scale-nodes") {
+		r, err := withEnv(ctx, log, func(e *Env) ([]Row, error) { return e.scaleNodes(ctx, sc) })
+		rows = append(rows, r...)
+		if err != nil {
+			rows = append(rows, failedRow(fmt.Sprintf("scale: %d simulated nodes steady state", sc.SimNodes), err, log))
+		}
+	}
+	return rows, nil
+}
+
+func failedRow(metric string, err error, log io.Writer) Row {
+	fmt.Fprintf(log, "bench: %s FAILED: %v\n", metric, err)
+	return Row{Metric: metric, Value: "failed: " + firstLine(err.Error()), Skip: true, Failed: true}
+}
+
+func withEnv(ctx context.Context, log io.Writer, fn func(*Env) ([]Row, error)) ([]Row, error) {
+	dir, err := os.MkdirTemp("", "draforge-bench-scale-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	e, err := Start(ctx, dir, log)
+	if err != nil {
+		return nil, err
+	}
+	defer e.Stop()
+	return fn(e)
+}
+
+// scalePublish measures, on one control plane: the controller's and serve's memory with
+// nothing to cache; publication at sc.QPS for each size against a raw loop with the
+// controller's concurrency; the cold start to every pool Ready for each size; then, at the
+// largest size with claims allocated, both processes' VmRSS.
+func (e *Env) scalePublish(ctx context.Context, sc ScaleConfig) ([]Row, error) {
+	var rows []Row
+	if sc.NodesPerPool < 1 || sc.NodesPerPool > 64 {
+		return nil, fmt.Errorf("nodes per pool %d: the CRD allows 1 to 64 targetNodes", sc.NodesPerPool)
+	}
+	qpsArgs := []string{"--kube-api-qps=" + strconv.Itoa(sc.QPS), "--kube-api-burst=" + strconv.Itoa(sc.Burst)}
+	limits := fmt.Sprintf("QPS %d/burst %d both sides", sc.QPS, sc.Burst)
+
+	// Empty-cluster baselines of both processes' memory.
+	emptyCtl, err := e.processMemory(ctx, "controller", qpsArgs)
+	if err != nil {
+		return rows, err
+	}
+	emptyServe, err := e.processMemory(ctx, "serve", qpsArgs)
+	if err != nil {
+		return rows, err
+	}
+
+	sizes := slices.Sorted(slices.Values(sc.PubSizes))
+	largest := sizes[len(sizes)-1]
+	prev := 0
+	for _, n := range sizes {
+		labels := map[string]string{}
+		for _, m := range sizes {
+			if m >= n {
+				labels[scaleLabel(m)] = "true"
+			}
+		}
+		fmt.Fprintf(e.Log, "bench: scale: creating nodes %d..%d\n", prev, n)
+		if err := e.CreateNodes(ctx, prev, n, labels); err != nil {
+			return rows, err
+		}
+		prev = n
+	}
+
+	for _, n := range sizes {
+		r, err := e.publish(ctx, publishRun{nodes: n, devices: sc.Devices, selector: map[string]string{scaleLabel(n): "true"},
+			ns: fmt.Sprintf("bench-pub-%d", n), qps: sc.QPS, burst: sc.Burst, rawWorkers: writeConcurrency, cleanup: true})
+		if err != nil {
+			return rows, fmt.Errorf("publication at %d nodes: %w", n, err)
+		}
+		rows = append(rows, Row{
+			Metric:   fmt.Sprintf("slice publication at %s: controller vs raw client-go loop, %d creates in flight, both until watched (%d nodes x %d devices, %d slices)", limits, writeConcurrency, r.Nodes, r.Devices, r.Slices),
+			Value:    fmt.Sprintf("%s (%.0f slices/s)", sec(r.Controller), float64(r.Slices)/r.Controller.Seconds()),
+			Baseline: fmt.Sprintf("%s (%.0f slices/s)", sec(r.Raw), float64(r.Slices)/r.Raw.Seconds()),
+			Ratio:    ratio(r.Controller.Seconds(), r.Raw.Seconds()), Target: "<= 1.2",
+			OK: r.Controller.Seconds()/r.Raw.Seconds() <= 1.2})
+	}
+
+	var full *ColdStart
+	for _, n := range sizes {
+		keep := n == largest
+		cs, err := e.coldStart(ctx, n, sc, qpsArgs, keep)
+		if err != nil {
+			return rows, fmt.Errorf("cold start at %d nodes: %w", n, err)
+		}
+		rows = append(rows, Row{
+			Metric: fmt.Sprintf("cold start to every pool Ready at %s (%d nodes x %d devices, %d pools, controller started with pools and nodes existing)", limits, n, sc.Devices, cs.Pools),
+			Value:  fmt.Sprintf("%s (ready after %s)", sec(cs.AllReady), sec(cs.Ready)), Target: "report", OK: true})
+		if keep {
+			full = cs
+		}
+	}
+	defer full.ctl.Stop()
+
+	// Claims, then the largest size's process memory.
+	took, err := e.allocateClaims(ctx, full.ns, sc.Claims)
+	if err != nil {
+		return rows, err
+	}
+	rows = append(rows, Row{
+		Metric: fmt.Sprintf("allocation at QPS %d/burst %d: %d one-device claims created (32 at once) while the controller runs, on %d nodes x %d devices, first create to last allocation seen", sc.QPS, sc.Burst, sc.Claims, largest, sc.Devices),
+		Value:  fmt.Sprintf("%.1f claims/s (%s)", float64(sc.Claims)/took.Seconds(), sec(took)), Target: "report", OK: true})
+	objects := largest /* nodes */ + largest /* slices */ + full.Pools + sc.Claims
+	what := fmt.Sprintf("%d nodes, %d slices of %d devices, %d pools, %d claims", largest, largest, sc.Devices, full.Pools, sc.Claims)
+	if err := full.ctl.Quiesce(ctx, 2*time.Second, 3*time.Minute); err != nil {
+		return rows, err
+	}
+	ctlMem, err := settledMemory(ctx, full.ctl.Pid, full.ctl.Addr)
+	if err != nil {
+		return rows, err
+	}
+	full.ctl.Stop()
+	serveMem, err := e.processMemory(ctx, "serve", qpsArgs)
+	if err != nil {
+		return rows, err
+	}
+	for _, p := range []struct {
+		name        string
+		full, empty ProcMemory
+	}{{"controller", ctlMem, emptyCtl}, {"serve", serveMem, emptyServe}} {
+		rss := float64(p.full.RSS-p.empty.RSS) / float64(objects)
+		heap := float64(p.full.Heap-p.empty.Heap) / float64(objects)
+		rows = append(rows,
+			Row{Metric: fmt.Sprintf("%s VmRSS per cached object (%s; above the %s with nothing cached)", p.name, what, mib(p.empty.RSS)),
+				Value: fmt.Sprintf("%.2f KiB (VmRSS %s)", rss/1024, mib(p.full.RSS)), Target: "report", OK: true},
+			Row{Metric: fmt.Sprintf("%s Go heap in use per cached object (%s; go_memstats_heap_inuse_bytes above %s with nothing cached)", p.name, what, mib(p.empty.Heap)),
+				Value: fmt.Sprintf("%.2f KiB (%s)", heap/1024, mib(p.full.Heap)), Target: "report", OK: true})
+	}
+	return rows, nil
+}
+
+func scaleLabel(n int) string { return fmt.Sprintf("bench.draforge/scale-%d", n) }
+
+func mib(b uint64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
+
+// ColdStart is a controller started with pools and nodes already there.
+type ColdStart struct {
+	Pools int
+	// Ready is from spawning the process to /readyz (caches synced); AllReady to every pool
+	// showing Ready for its generation.
+	Ready, AllReady time.Duration
+	ns              string
+	ctl             *Controller
+}
+
+// coldStart creates n/NodesPerPool pools (each targeting its own nodes) with no controller
+// running, then times a controller's start until every pool is Ready. With keep the controller
+// is left running for the caller; otherwise the pools are deleted through it and it is stopped.
+func (e *Env) coldStart(ctx context.Context, n int, sc ScaleConfig, qpsArgs []string, keep bool) (*ColdStart, error) {
+	ns := fmt.Sprintf("bench-cold-%d", n)
+	if err := e.Namespace(ctx, ns); err != nil {
+		return nil, err
+	}
+	pools := e.SetupDyn.Resource(gvr.SimulatedDevicePools).Namespace(ns)
+	cs := &ColdStart{ns: ns}
+	for first := 0; first < n; first += sc.NodesPerPool {
+		var targets []string
+		for i := first; i < min(first+sc.NodesPerPool, n); i++ {
+			targets = append(targets, NodeName(i))
+		}
+		name := fmt.Sprintf("cold-%04d", first/sc.NodesPerPool)
+		if _, err := pools.Create(ctx, PoolObject(ns, name, ns, sc.Devices, nil, targets), metav1.CreateOptions{}); err != nil {
+			return nil, err
+		}
+		cs.Pools++
+	}
+	start := time.Now()
+	ctl, err := e.StartController(ctx, qpsArgs...)
+	if err != nil {
+		return nil, err
+	}
+	cs.Ready = time.Since(start)
+	if err := poll(ctx, 10*time.Minute, func() (bool, error) {
+		l, err := pools.List(ctx, metav1.ListOptions{})
+		return err == nil && poolsReady(l) == cs.Pools, err
+	}); err != nil {
+		ctl.Stop()
+		return nil, fmt.Errorf("pools not Ready: %w\n%s", err, tail(ctl.Log, 20))
+	}
+	cs.AllReady = time.Since(start)
+	fmt.Fprintf(e.Log, "bench: cold start at %d nodes: ready %s, %d pools Ready %s\n", n, cs.Ready.Round(time.Millisecond), cs.Pools, cs.AllReady.Round(time.Millisecond))
+	if keep {
+		cs.ctl = ctl
+		return cs, nil
+	}
+	defer ctl.Stop()
+	return cs, e.deletePools(ctx, ns)
+}
+
+// allocateClaims creates n one-device claims of a class selecting the cold start's devices in ns
+// and waits until the running controller has allocated them all; it returns the time from the
+// first create until a watch saw the last allocation.
+func (e *Env) allocateClaims(ctx context.Context, ns string, n int) (time.Duration, error) {
+	class := ns
+	if err := e.DeviceClass(ctx, class, ns); err != nil && !apierrors.IsAlreadyExists(err) {
+		return 0, err
+	}
+	var (
+		mu   sync.Mutex
+		seen = map[string]bool{}
+		last time.Time
+	)
+	e.watchClaims(ctx, ns, func(c *resourcev1.ResourceClaim) {
+		mu.Lock()
+		defer mu.Unlock()
+		if !seen[c.Name] {
+			seen[c.Name], last = true, time.Now()
+		}
+	})
+	start := time.Now()
+	if err := e.CreateClaims(ctx, ns, "c", class, n); err != nil {
+		return 0, err
+	}
+	err := poll(ctx, 10*time.Minute, func() (bool, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(seen) == n, nil
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	return last.Sub(start), err
+}
+
+// deletePools deletes every pool of ns and waits until they are gone (a running controller
+// removes their slices and finalizers).
+func (e *Env) deletePools(ctx context.Context, ns string) error {
+	pools := e.SetupDyn.Resource(gvr.SimulatedDevicePools).Namespace(ns)
+	if err := pools.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
+		return err
+	}
+	return poll(ctx, 5*time.Minute, func() (bool, error) {
+		l, err := pools.List(ctx, metav1.ListOptions{Limit: 1})
+		return err == nil && len(l.Items) == 0, err
+	})
+}
+
+// ProcMemory is one process's memory after its caches synced and it went quiet.
+type ProcMemory struct {
+	// RSS is VmRSS from /proc/<pid>/status; Heap is go_memstats_heap_inuse_bytes.
+	RSS, Heap uint64
+}
+
+// processMemory starts `draforge <command>` with args, waits for /readyz and quiet, reads its
+// memory and stops it.
+func (e *Env) processMemory(ctx context.Context, command string, args []string) (ProcMemory, error) {
+	if command == "controller" {
+		ctl, err := e.StartController(ctx, args...)
+		if err != nil {
+			return ProcMemory{}, err
+		}
+		defer ctl.Stop()
+		if err := ctl.Quiesce(ctx, 2*time.Second, 3*time.Minute); err != nil {
+			return ProcMemory{}, err
+		}
+		return settledMemory(ctx, ctl.Pid, ctl.Addr)
+	}
+	addr, err := freeAddr()
+	if err != nil {
+		return ProcMemory{}, err
+	}
+	e.mu.Lock()
+	e.procs++
+	name := fmt.Sprintf("draforge-serve-%d", e.procs)
+	e.mu.Unlock()
+	argv := append([]string{e.Bin, "serve", "--kubeconfig", e.Cluster.Kubeconfig, "--address", addr}, args...)
+	p, err := e.Cluster.Spawn(name, argv)
+	if err != nil {
+		return ProcMemory{}, err
+	}
+	defer func() { _ = e.Cluster.StopComponent(cluster.Component(name)) }()
+	c := &Controller{Name: name, Addr: addr, Log: p.Log, Pid: p.Pid, e: e}
+	if err := poll(ctx, 3*time.Minute, func() (bool, error) {
+		code, _ := c.get("/readyz")
+		return code == http.StatusOK, nil
+	}); err != nil {
+		return ProcMemory{}, fmt.Errorf("serve not ready: %w\n%s", err, tail(p.Log, 20))
+	}
+	return settledMemory(ctx, p.Pid, addr)
+}
+
+// MemorySettle is how long a process is left alone before its memory is read: the Go runtime
+// returns freed pages to the OS gradually (its background scavenger), and a GC cycle must run
+// after the caches filled for the heap to show only what is live.
+const MemorySettle = 15 * time.Second
+
+// settledMemory waits MemorySettle and reads the process's VmRSS and heap in use.
+func settledMemory(ctx context.Context, pid int, addr string) (ProcMemory, error) {
+	select {
+	case <-ctx.Done():
+		return ProcMemory{}, ctx.Err()
+	case <-time.After(MemorySettle):
+	}
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "status"))
+	if err != nil {
+		return ProcMemory{}, err
+	}
+	rss, err := ParseVmRSS(string(b))
+	if err != nil {
+		return ProcMemory{}, fmt.Errorf("pid %d: %w", pid, err)
+	}
+	c := &Controller{Addr: addr}
+	s, err := c.Metrics()
+	if err != nil {
+		return ProcMemory{}, err
+	}
+	return ProcMemory{RSS: rss, Heap: uint64(s.Sum("go_memstats_heap_inuse_bytes"))}, nil
+}
+
+// controlPlaneCores formats the control plane's CPU over the window in cores per component.
+func controlPlaneCores(r *NodesResult) string {
+	var parts []string
+	for _, c := range []cluster.Component{cluster.APIServer, cluster.Etcd, cluster.ControllerManager} {
+		if d, ok := r.ControlPlaneCPU[c]; ok {
+			parts = append(parts, fmt.Sprintf("%s %.2f", c, d.Seconds()/r.Window.Seconds()))
+		}
+	}
+	if len(parts) == 0 {
+		return "not read"
+	}
+	return strings.Join(parts, ", ") + " cores"
+}
+
+// LeaseRenewalsPerMinute is a kubelet's (and the node machine's) Lease cadence: every 10s.
+const LeaseRenewalsPerMinute = 6.0
+
+// writeConcurrency mirrors drivers/pools' writeConcurrency (slice writes of one pass in
+// flight at once), so the raw loop at a high QPS does what the controller does.
+const writeConcurrency = 16
+
+// scaleNodes keeps sc.SimNodes simulated nodes Ready with kube-controller-manager running and
+// measures the controller over sc.Window, sc.SimSettle after it held every node's Lease.
+func (e *Env) scaleNodes(ctx context.Context, sc ScaleConfig) ([]Row, error) {
+	r, err := e.nodeHeartbeats(ctx, sc.SimNodes, sc.Window, sc.SimSettle,
+		"--kube-api-qps="+strconv.Itoa(sc.SimQPS), "--kube-api-burst="+strconv.Itoa(sc.SimBurst))
+	if err != nil {
+		return nil, err
+	}
+	label := fmt.Sprintf("(%d simulated nodes, %s from %s after every Lease was held (%s to get there), controller QPS %d/burst %d, kube-controller-manager running)",
+		r.Nodes, r.Window.Round(time.Second), sc.SimSettle, r.Settle.Round(time.Second), sc.SimQPS, sc.SimBurst)
+	w, all := r.PerNodeMinute(r.Requests.Writes()), r.PerNodeMinute(r.Requests.Total())
+	cpuPerNode := r.CPU.Seconds() * 1000 / float64(r.Nodes) / r.Window.Minutes()
+	return []Row{
+		// Fewer writes than the cadence is not cheaper but late: the Lease renewals must keep up.
+		{Metric: "steady state: writes per node per minute " + label, Value: fmt.Sprintf("%.2f", w),
+			Baseline: fmt.Sprintf("kubelet %.1f, KWOK %.2f", KubeletWritesPerMinute, KWOKWritesPerMinute), Ratio: ratio(w, KubeletWritesPerMinute),
+			Target: fmt.Sprintf("<= 1.1, >= %.1f (Leases on time), all Ready", LeaseRenewalsPerMinute*0.95),
+			OK:     w/KubeletWritesPerMinute <= 1.1 && w >= LeaseRenewalsPerMinute*0.95 && r.NotReady == 0},
+		{Metric: "steady state: oldest Lease renewal at the end " + label, Value: sec(r.OldestLease),
+			Baseline: "kubelet 10 s", Target: "< 20 s", OK: r.OldestLease < 20*time.Second},
+		{Metric: "steady state: requests per node per minute " + label, Value: fmt.Sprintf("%.2f (%s)", all, r.Requests),
+			Baseline: fmt.Sprintf("kubelet %.1f", KubeletRequestsPerMinute), Ratio: ratio(all, KubeletRequestsPerMinute), Target: "report", OK: true},
+		{Metric: "steady state: nodes not Ready at the end " + label, Value: strconv.Itoa(r.NotReady), Target: "0", OK: r.NotReady == 0},
+		{Metric: "steady state: controller CPU " + label, Value: fmt.Sprintf("%.3f cores (%.2f ms CPU per node per minute)", r.Cores(), cpuPerNode),
+			Target: "report", OK: true},
+		{Metric: "steady state: control plane CPU, of the machine's " + strconv.Itoa(runtime.NumCPU()) + " cores " + label,
+			Value: controlPlaneCores(r), Target: "report", OK: true},
+	}, nil
+}
