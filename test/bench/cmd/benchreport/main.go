@@ -18,7 +18,7 @@ import (
 
 func main() {
 	cfg := bench.DefaultConfig()
-	only := flag.String("only", "", "comma-separated phases to run: unit, memory, explain, alloc, churn, cost, publish, nodes (default all)")
+	only := flag.String("only", "", "comma-separated phases to run: unit, memory, explain, alloc, churn, cost, publish, nodes, workloads (default all)")
 	flag.IntVar(&cfg.PubNodes, "pub-nodes", cfg.PubNodes, "nodes for slice publication")
 	flag.IntVar(&cfg.PubDevices, "pub-devices", cfg.PubDevices, "devices per node for slice publication")
 	flag.IntVar(&cfg.AllocNodes, "alloc-nodes", cfg.AllocNodes, "nodes for claim allocation")
@@ -32,6 +32,9 @@ func main() {
 	flag.IntVar(&cfg.ExplainDevices, "explain-devices", cfg.ExplainDevices, "devices per node and driver for the explain latency")
 	flag.IntVar(&cfg.SimNodes, "sim-nodes", cfg.SimNodes, "simulated nodes for the node heartbeat measurement")
 	flag.DurationVar(&cfg.NodeWindow, "node-window", cfg.NodeWindow, "node heartbeat measurement window")
+	flag.IntVar(&cfg.WorkloadNodes, "wl-nodes", cfg.WorkloadNodes, "nodes for the workloads phase (DRAForge vs KWOK)")
+	flag.IntVar(&cfg.WorkloadDevices, "wl-devices", cfg.WorkloadDevices, "devices per node for the workloads phase")
+	flag.IntVar(&cfg.WorkloadPods, "wl-pods", cfg.WorkloadPods, "pods for the workloads phase")
 	flag.Parse()
 	if *only != "" {
 		cfg.Only = map[string]bool{}
