@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/draforge/draforge/drivers/gvr"
 	"github.com/draforge/draforge/drivers/simdevice"
@@ -262,13 +263,19 @@ func (e *Env) createKwokNodes(ctx context.Context, n int) error {
 		delete(node.Labels, simnode.LabelSimulated)
 		node.Annotations = map[string]string{kwokNodeAnnotation: "fake"}
 		node.Status.Conditions = nil
-		created, err := e.Setup.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
-		if err != nil {
+		if _, err := e.Setup.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
 			return err
 		}
-		created.Status = node.Status
-		_, err = e.Setup.CoreV1().Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{})
-		return err
+		// kube-controller-manager may touch the new node first.
+		return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			cur, err := e.Setup.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			cur.Status = node.Status
+			_, err = e.Setup.CoreV1().Nodes().UpdateStatus(ctx, cur, metav1.UpdateOptions{})
+			return err
+		})
 	})
 }
 
@@ -352,13 +359,31 @@ func (e *Env) runWorkload(ctx context.Context, agent string, proxy *CountingProx
 		b, _ := w.last(w.bound)
 		return nil, fmt.Errorf("%d/%d pods Running (%d bound): %w", n, pods, b, err)
 	}
-	after, cpuAfter := proxy.Counts(), procCPU(pid)
 	_, lastRunning := w.last(w.running)
+	// What the agent still sends for the window's pods (events are sent asynchronously): wait
+	// until its requests other than Lease renewals stop for 2s (at most 30s).
+	settle(ctx, proxy, 2*time.Second, 30*time.Second)
+	after, cpuAfter := proxy.Counts(), procCPU(pid)
+	fmt.Fprintf(e.Log, "bench: workloads %s: requests before the window (setup): %s\n", agent, before)
 	_, lastBound := w.last(w.bound)
 	s := &WorkloadSide{Agent: agent, Pods: pods, Wall: lastRunning.Sub(start), Requests: after.Sub(before), CPU: cpuAfter - cpuBefore}
 	s.Rate = float64(pods) / s.Wall.Seconds()
 	s.Scheduled = float64(pods) / lastBound.Sub(start).Seconds()
 	return s, nil
+}
+
+// settle waits until the proxy's counts other than Lease updates stay unchanged for quiet.
+func settle(ctx context.Context, proxy *CountingProxy, quiet, timeout time.Duration) {
+	last, since := -1, time.Now()
+	_ = poll(ctx, timeout, func() (bool, error) {
+		c := proxy.Counts()
+		n := c.Total() - c["update leases"]
+		if n != last {
+			last, since = n, time.Now()
+			return false, nil
+		}
+		return time.Since(since) >= quiet, nil
+	})
 }
 
 // TemplatePod is scheduler_perf's templates/pod-with-claim-template.yaml: one pause container
