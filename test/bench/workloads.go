@@ -91,7 +91,8 @@ func Workloads(ctx context.Context, dir, bin string, nodes, devices, pods int, l
 		}
 		qps := []string{"--kube-api-qps=" + strconv.Itoa(WorkloadQPS), "--kube-api-burst=" + strconv.Itoa(WorkloadQPS)}
 		e, err := StartCluster(ctx, filepath.Join(sideDir, "cluster"), bin, log,
-			map[cluster.Component][]string{cluster.Scheduler: qps, cluster.ControllerManager: qps})
+			// --v=1: kube-apiserver logs the watches it closes because the client fell behind.
+			map[cluster.Component][]string{cluster.Scheduler: qps, cluster.ControllerManager: qps, cluster.APIServer: {"--v=1"}})
 		if err != nil {
 			return nil, err
 		}
@@ -102,6 +103,11 @@ func Workloads(ctx context.Context, dir, bin string, nodes, devices, pods int, l
 		} else {
 			s, err = e.workloadKwok(ctx, sideDir, kwokBin, stages, nodes, devices, pods)
 			res.Kwok = s
+		}
+		// Watches the API server closed because their client did not keep up show as watch
+		// requests inside the window; its log says so.
+		if b, rerr := os.ReadFile(e.componentLog(cluster.APIServer)); rerr == nil {
+			fmt.Fprintf(log, "bench: workloads %s: kube-apiserver closed %d watches of unresponsive clients\n", side, strings.Count(string(b), "Forcing"))
 		}
 		e.Stop()
 		if err != nil {
