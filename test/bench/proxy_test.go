@@ -46,3 +46,27 @@ func TestParseProcCPU(t *testing.T) {
 		t.Fatalf("parseProcCPU(garbage) = %s, want 0", got)
 	}
 }
+
+func TestWorkloadRows(t *testing.T) {
+	r := &WorkloadsResult{Nodes: 500, Devices: 10,
+		DRAForge: &WorkloadSide{Pods: 100, Rate: 60, Requests: Counts{"patch pods/status": 100, "patch resourceclaims/status": 100}},
+		Kwok:     &WorkloadSide{Pods: 100, Rate: 50, Requests: Counts{"patch pods/status": 100}},
+	}
+	rows := WorkloadRows(r)
+	if len(rows) != 4 {
+		t.Fatalf("%d rows", len(rows))
+	}
+	// Faster than KWOK and over the floor, but twice its requests per pod.
+	if !rows[0].OK || rows[1].OK || !rows[2].OK || rows[1].Ratio != "2.00" {
+		t.Fatalf("rows %+v", rows)
+	}
+}
+
+func TestAllocWritesPerClaim(t *testing.T) {
+	r := &AllocResult{Claims: 10, Controller: 100, Scheduler: 30,
+		ControllerReqs: Counts{"update resourceclaims/status": 10, "watch pods": 2},
+		SchedulerReqs:  Counts{"update resourceclaims/status": 10, "update resourceclaims": 10, "create pods/binding": 10, "list nodes": 1}}
+	if r.ControllerWrites() != 100 || r.SchedulerWrites() != 90 {
+		t.Fatalf("writes/s %v %v", r.ControllerWrites(), r.SchedulerWrites())
+	}
+}
