@@ -70,3 +70,14 @@ func TestAllocWritesPerClaim(t *testing.T) {
 		t.Fatalf("writes/s %v %v", r.ControllerWrites(), r.SchedulerWrites())
 	}
 }
+
+func TestClosedWatches(t *testing.T) {
+	log := `I1203 10:24:01.1 1 cache_watcher.go:214] Forcing pods watcher close due to unresponsiveness: key: "/pods", labels: "", fields: "spec.nodeName!=". len(c.input) = 10, len(c.result) = 10, graceful = false
+I1203 10:24:02.1 1 cache_watcher.go:214] Forcing pods watcher close due to unresponsiveness: key: "/pods", labels: "", fields: "spec.nodeName!=". len(c.input) = 10, len(c.result) = 10, graceful = true
+I1203 10:24:03.1 1 cache_watcher.go:214] Forcing resource.k8s.io/resourceclaims watcher close due to unresponsiveness: key: "/resourceclaims", labels: "", fields: "". len(c.input) = 10, len(c.result) = 10, graceful = false
+I1203 10:24:04.1 1 other.go:1] unrelated`
+	got := ClosedWatches(log)
+	if got.Total() != 3 || got[`pods key: "/pods", labels: "", fields: "spec.nodeName!="`] != 2 {
+		t.Fatalf("ClosedWatches = %v", got)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -96,18 +97,21 @@ func Workloads(ctx context.Context, dir, bin string, nodes, devices, pods int, l
 		if err != nil {
 			return nil, err
 		}
+		// The side's watches end with its control plane.
+		sideCtx, cancel := context.WithCancel(ctx)
 		var s *WorkloadSide
 		if side == "DRAForge" {
-			s, err = e.workloadDRAForge(ctx, sideDir, nodes, devices, pods)
+			s, err = e.workloadDRAForge(sideCtx, sideDir, nodes, devices, pods)
 			res.DRAForge = s
 		} else {
-			s, err = e.workloadKwok(ctx, sideDir, kwokBin, stages, nodes, devices, pods)
+			s, err = e.workloadKwok(sideCtx, sideDir, kwokBin, stages, nodes, devices, pods)
 			res.Kwok = s
 		}
+		cancel()
 		// Watches the API server closed because their client did not keep up show as watch
-		// requests inside the window; its log says so.
+		// requests inside the window; its log names them.
 		if b, rerr := os.ReadFile(e.componentLog(cluster.APIServer)); rerr == nil {
-			fmt.Fprintf(log, "bench: workloads %s: kube-apiserver closed %d watches of unresponsive clients\n", side, strings.Count(string(b), "Forcing"))
+			fmt.Fprintf(log, "bench: workloads %s: kube-apiserver closed watches of unresponsive clients: %s\n", side, ClosedWatches(string(b)))
 		}
 		e.Stop()
 		if err != nil {
@@ -283,6 +287,19 @@ func (e *Env) createKwokNodes(ctx context.Context, n int) error {
 			return err
 		})
 	})
+}
+
+var closedWatch = regexp.MustCompile(`Forcing (\S+) watcher close due to unresponsiveness: (.*?)\. len\(c\.input\)`)
+
+// ClosedWatches counts kube-apiserver's "Forcing <resource> watcher close due to
+// unresponsiveness: <watcher>" log lines (klog V(1), k8s.io/apiserver pkg/storage/cacher/
+// cache_watcher.go) by resource and watcher.
+func ClosedWatches(apiserverLog string) Counts {
+	c := Counts{}
+	for _, m := range closedWatch.FindAllStringSubmatch(apiserverLog, -1) {
+		c[m[1]+" "+m[2]]++
+	}
+	return c
 }
 
 // pid is the process id of a spawned component (0 when unknown).
