@@ -152,6 +152,10 @@ func (e *Env) AllocSetup(ctx context.Context, ns string, nodes, devices int, sel
 //     stopped; then the scheduler (QPS/burst as the controller) schedules them and allocates
 //     their claims.
 //
+// The controller and kube-scheduler (a second instance of the cluster's, with its arguments)
+// each talk to the API server through a CountingProxy of their own, so their writes per claim
+// are measured the same way (AllocResult.WritesPerClaim).
+//
 // The claims of each run are deleted before the next, so each starts with every device free.
 // The scheduler's claims stay (without kube-controller-manager their finalizer stays).
 func (e *Env) Allocation(ctx context.Context, nodes, devices, n int) (*AllocResult, error) {
