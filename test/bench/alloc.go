@@ -26,7 +26,26 @@ type AllocResult struct {
 	Controller, Scheduler, Raw float64
 	// Walls: from process start (or first write) until every claim was allocated.
 	ControllerWall, SchedulerWall, RawWall time.Duration
-	ControllerReqs                         Requests
+	// Requests of the controller and of kube-scheduler over their whole run (process start to
+	// the last claim allocated, and for the scheduler to the last pod bound), each seen by a
+	// counting proxy of its own, so writes per claim are measured the same way on both sides.
+	ControllerReqs, SchedulerReqs Counts
+}
+
+// WritesPerClaim is a side's API writes per claim allocated.
+func (r *AllocResult) WritesPerClaim(c Counts) float64 {
+	return float64(c.Writes()) / float64(r.Claims)
+}
+
+// ControllerWrites and SchedulerWrites are API writes/s: claims/s times measured writes per
+// claim, the equal-work figure (each side's rate per write it needs).
+func (r *AllocResult) ControllerWrites() float64 {
+	return r.Controller * r.WritesPerClaim(r.ControllerReqs)
+}
+
+// SchedulerWrites is kube-scheduler's API writes/s (see ControllerWrites).
+func (r *AllocResult) SchedulerWrites() float64 {
+	return r.Scheduler * r.WritesPerClaim(r.SchedulerReqs)
 }
 
 // claimWatch records when each claim of a namespace was first seen allocated.
@@ -133,6 +152,10 @@ func (e *Env) AllocSetup(ctx context.Context, ns string, nodes, devices int, sel
 //     stopped; then the scheduler (QPS/burst as the controller) schedules them and allocates
 //     their claims.
 //
+// The controller and kube-scheduler (a second instance of the cluster's, with its arguments)
+// each talk to the API server through a CountingProxy of their own, so their writes per claim
+// are measured the same way (AllocResult.WritesPerClaim).
+//
 // The claims of each run are deleted before the next, so each starts with every device free.
 // The scheduler's claims stay (without kube-controller-manager their finalizer stays).
 func (e *Env) Allocation(ctx context.Context, nodes, devices, n int) (*AllocResult, error) {
@@ -147,8 +170,15 @@ func (e *Env) Allocation(ctx context.Context, nodes, devices, n int) (*AllocResu
 		return nil, err
 	}
 	w := e.watchClaims(ctx, ns, nil)
+	proxy, err := NewCountingProxy(e.Cluster.Dir, e.Cluster.Server, e.Cluster.Dir)
+	if err != nil {
+		return nil, err
+	}
+	defer proxy.Close()
 	start := time.Now()
-	ctl, err := e.StartController(ctx)
+	// StartControllerWith passes --allocator simulator: this run measures the simulator's own
+	// allocation (the default hands standalone claims to kube-scheduler).
+	ctl, err := e.StartControllerWith(ctx, proxy.Kubeconfig)
 	if err != nil {
 		return nil, err
 	}
@@ -158,11 +188,10 @@ func (e *Env) Allocation(ctx context.Context, nodes, devices, n int) (*AllocResu
 	}
 	res.ControllerWall = time.Since(start)
 	res.Controller = w.rate()
-	if s, err := ctl.Metrics(); err == nil {
-		res.ControllerReqs = s.Requests()
-	}
+	settle(ctx, proxy, time.Second, 10*time.Second)
+	res.ControllerReqs = proxy.Counts()
 	ctl.Stop()
-	fmt.Fprintf(e.Log, "bench: controller allocated %d claims: %.1f claims/s (wall %s incl. start; %s)\n", n, res.Controller, res.ControllerWall.Round(time.Millisecond), res.ControllerReqs)
+	fmt.Fprintf(e.Log, "bench: controller allocated %d claims: %.1f claims/s (wall %s incl. start; %.2f writes per claim; %s)\n", n, res.Controller, res.ControllerWall.Round(time.Millisecond), res.WritesPerClaim(res.ControllerReqs), res.ControllerReqs)
 	if err := e.deleteClaims(ctx, ns); err != nil {
 		return nil, err
 	}
@@ -226,17 +255,23 @@ func (e *Env) Allocation(ctx context.Context, nodes, devices, n int) (*AllocResu
 		return nil, err
 	}
 	w = e.watchClaims(ctx, ns, nil)
-	start = time.Now()
-	if err := e.Cluster.StartComponent(ctx, cluster.Scheduler); err != nil {
+	sproxy, err := NewCountingProxy(e.Cluster.Dir, e.Cluster.Server, e.Cluster.Dir)
+	if err != nil {
 		return nil, err
 	}
-	defer func() { _ = e.Cluster.StopComponent(cluster.Scheduler) }()
+	defer sproxy.Close()
+	start = time.Now()
+	sched, err := e.spawnThrough(countedScheduler, cluster.Scheduler, sproxy.Kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = e.Cluster.StopComponent(countedScheduler) }()
 	if err := w.wait(ctx, n, time.Duration(n)*time.Second+time.Minute); err != nil {
 		var why string
 		if pods, _ := e.Setup.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{Limit: 1}); pods != nil && len(pods.Items) > 0 {
 			why = fmt.Sprintf("first pod: node %q conditions %+v", pods.Items[0].Spec.NodeName, pods.Items[0].Status.Conditions)
 		}
-		return nil, fmt.Errorf("kube-scheduler: %w; %s\n%s", err, why, tail(e.componentLog(cluster.Scheduler), 30))
+		return nil, fmt.Errorf("kube-scheduler: %w; %s\n%s", err, why, tail(sched.Log, 30))
 	}
 	res.SchedulerWall = time.Since(start)
 	res.Scheduler = w.rate()
@@ -256,9 +291,26 @@ func (e *Env) Allocation(ctx context.Context, nodes, devices, n int) (*AllocResu
 	}); err != nil {
 		return nil, fmt.Errorf("kube-scheduler did not bind every pod: %w", err)
 	}
-	_ = e.Cluster.StopComponent(cluster.Scheduler)
-	fmt.Fprintf(e.Log, "bench: kube-scheduler allocated %d claims: %.1f claims/s (wall %s incl. start)\n", n, res.Scheduler, res.SchedulerWall.Round(time.Millisecond))
+	settle(ctx, sproxy, time.Second, 10*time.Second)
+	res.SchedulerReqs = sproxy.Counts()
+	_ = e.Cluster.StopComponent(countedScheduler)
+	fmt.Fprintf(e.Log, "bench: kube-scheduler allocated %d claims: %.1f claims/s (wall %s incl. start; %.2f writes per claim; %s)\n", n, res.Scheduler, res.SchedulerWall.Round(time.Millisecond), res.WritesPerClaim(res.SchedulerReqs), res.SchedulerReqs)
 	return res, nil
+}
+
+// countedScheduler is kube-scheduler started behind a counting proxy.
+const countedScheduler cluster.Component = "kube-scheduler-counted"
+
+// spawnThrough starts another instance of a cluster component (its binary and arguments) as
+// name, talking to the API server through kubeconfig (the last --kubeconfig wins).
+func (e *Env) spawnThrough(name, like cluster.Component, kubeconfig string) (*cluster.Proc, error) {
+	for _, p := range e.Cluster.Procs {
+		if p.Name == like {
+			argv := append(append([]string{p.Bin}, p.Args...), "--kubeconfig="+kubeconfig)
+			return e.Cluster.Spawn(string(name), argv)
+		}
+	}
+	return nil, fmt.Errorf("no component %s to copy", like)
 }
 
 // Pod references one claim by name; no kubelet runs it.

@@ -88,32 +88,54 @@ func ModuleRoot() (string, error) {
 // controller would otherwise mark the other phases' plain, heartbeat-less nodes Unknown and
 // taint them mid-measurement.
 func Start(ctx context.Context, dir string, log io.Writer) (*Env, error) {
+	bin := filepath.Join(dir, "draforge")
+	if err := BuildController(ctx, bin, log); err != nil {
+		return nil, err
+	}
+	qps := []string{"--kube-api-qps=" + strconv.Itoa(QPS), "--kube-api-burst=" + strconv.Itoa(Burst)}
+	e, err := StartCluster(ctx, filepath.Join(dir, "cluster"), bin, log, map[cluster.Component][]string{cluster.Scheduler: qps})
+	if err != nil {
+		return nil, err
+	}
+	for _, x := range cluster.Workloads {
+		if err := e.Cluster.StopComponent(x); err != nil {
+			e.Stop()
+			return nil, err
+		}
+	}
+	return e, nil
+}
+
+// BuildController builds cmd/draforge into bin.
+func BuildController(ctx context.Context, bin string, log io.Writer) error {
+	root, err := ModuleRoot()
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(log, "bench: building cmd/draforge")
+	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/draforge")
+	build.Dir, build.Stdout, build.Stderr = root, log, log
+	if err := build.Run(); err != nil {
+		return fmt.Errorf("build draforge: %w", err)
+	}
+	return nil
+}
+
+// StartCluster starts etcd, kube-apiserver, kube-scheduler and kube-controller-manager (with
+// the extra arguments per component) in dir, left running, and installs the CRDs; bin is a
+// built draforge binary.
+func StartCluster(ctx context.Context, dir, bin string, log io.Writer, args map[cluster.Component][]string) (*Env, error) {
 	root, err := ModuleRoot()
 	if err != nil {
 		return nil, err
 	}
-	e := &Env{Root: root, Log: log, Bin: filepath.Join(dir, "draforge")}
-	fmt.Fprintln(log, "bench: building cmd/draforge")
-	build := exec.CommandContext(ctx, "go", "build", "-o", e.Bin, "./cmd/draforge")
-	build.Dir, build.Stdout, build.Stderr = root, log, log
-	if err := build.Run(); err != nil {
-		return nil, fmt.Errorf("build draforge: %w", err)
-	}
+	e := &Env{Root: root, Log: log, Bin: bin}
 	fmt.Fprintln(log, "bench: starting the local control plane")
-	qps := []string{"--kube-api-qps=" + strconv.Itoa(QPS), "--kube-api-burst=" + strconv.Itoa(Burst)}
-	c, err := cluster.Start(ctx, cluster.Options{Dir: filepath.Join(dir, "cluster"), Log: log,
-		Extra: cluster.Workloads,
-		Args:  map[cluster.Component][]string{cluster.Scheduler: qps}})
+	c, err := cluster.Start(ctx, cluster.Options{Dir: dir, Log: log, Extra: cluster.Workloads, Args: args})
 	if err != nil {
 		return nil, err
 	}
 	e.Cluster = c
-	for _, x := range cluster.Workloads {
-		if err := c.StopComponent(x); err != nil {
-			c.Stop()
-			return nil, err
-		}
-	}
 	cfg, err := clientcmd.BuildConfigFromFlags("", c.Kubeconfig)
 	if err != nil {
 		c.Stop()
@@ -326,6 +348,12 @@ type Controller struct {
 
 // StartController spawns the controller with the measured QPS/burst and waits for /readyz.
 func (e *Env) StartController(ctx context.Context, args ...string) (*Controller, error) {
+	return e.StartControllerWith(ctx, e.Cluster.Kubeconfig, args...)
+}
+
+// StartControllerWith spawns the controller talking to the API server through kubeconfig;
+// args come last, so they may override the measured QPS/burst.
+func (e *Env) StartControllerWith(ctx context.Context, kubeconfig string, args ...string) (*Controller, error) {
 	e.mu.Lock()
 	e.procs++
 	name := fmt.Sprintf("draforge-controller-%d", e.procs)
@@ -334,10 +362,10 @@ func (e *Env) StartController(ctx context.Context, args ...string) (*Controller,
 	if err != nil {
 		return nil, err
 	}
-	// --allocator simulator: the bench's controller phases run without kube-scheduler (it runs
-	// only in its own phase of the allocation bench, to compare), and they measure the
-	// simulator's own allocator.
-	argv := append([]string{e.Bin, "controller", "--kubeconfig", e.Cluster.Kubeconfig, "--runtime-address", addr,
+	// --allocator simulator: the bench's controller phases measure the simulator's own
+	// allocator (kube-scheduler runs only where its side is measured; template claims of the
+	// workloads phase are kube-scheduler's in either mode).
+	argv := append([]string{e.Bin, "controller", "--kubeconfig", kubeconfig, "--runtime-address", addr,
 		"--kube-api-qps", strconv.Itoa(QPS), "--kube-api-burst", strconv.Itoa(Burst), "--allocator", "simulator"}, args...)
 	p, err := e.Cluster.Spawn(name, argv)
 	if err != nil {

@@ -19,7 +19,7 @@ import (
 
 func main() {
 	cfg := bench.DefaultConfig()
-	only := flag.String("only", "", "comma-separated phases to run: unit, memory, explain, alloc, churn, cost, publish, nodes, scale-publish, scale-nodes (default all)")
+	only := flag.String("only", "", "comma-separated phases to run: unit, memory, explain, alloc, churn, cost, publish, nodes, scale-publish, scale-nodes, workloads (default all)")
 	flag.IntVar(&cfg.PubNodes, "pub-nodes", cfg.PubNodes, "nodes for slice publication")
 	flag.IntVar(&cfg.PubDevices, "pub-devices", cfg.PubDevices, "devices per node for slice publication")
 	flag.IntVar(&cfg.AllocNodes, "alloc-nodes", cfg.AllocNodes, "nodes for claim allocation")
@@ -44,6 +44,9 @@ func main() {
 	flag.IntVar(&cfg.Scale.SimBurst, "scale-sim-burst", cfg.Scale.SimBurst, "controller burst in scale-nodes")
 	flag.DurationVar(&cfg.Scale.SimSettle, "scale-settle", cfg.Scale.SimSettle, "wait after every Lease is held before the scale-nodes window")
 	flag.DurationVar(&cfg.Scale.Window, "scale-window", cfg.Scale.Window, "scale-nodes measurement window")
+	flag.IntVar(&cfg.WorkloadNodes, "wl-nodes", cfg.WorkloadNodes, "nodes for the workloads phase (DRAForge vs KWOK)")
+	flag.IntVar(&cfg.WorkloadDevices, "wl-devices", cfg.WorkloadDevices, "devices per node for the workloads phase")
+	flag.IntVar(&cfg.WorkloadPods, "wl-pods", cfg.WorkloadPods, "pods for the workloads phase")
 	flag.Parse()
 	sizes, err := parseInts(*scaleSizes)
 	if err != nil {

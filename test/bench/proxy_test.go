@@ -1,0 +1,83 @@
+package bench
+
+import "testing"
+
+func TestClassify(t *testing.T) {
+	for _, c := range []struct{ method, path, watch, want string }{
+		{"PATCH", "/api/v1/namespaces/wl/pods/p-1/status", "", "patch pods/status"},
+		{"GET", "/api/v1/pods", "true", "watch pods"},
+		{"GET", "/api/v1/pods", "", "list pods"},
+		{"GET", "/api/v1/nodes/n-1", "", "get nodes"},
+		{"PUT", "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/n-1", "", "update leases"},
+		{"PUT", "/apis/resource.k8s.io/v1/namespaces/wl/resourceclaims/c/status", "", "update resourceclaims/status"},
+		{"POST", "/apis/resource.k8s.io/v1/resourceslices", "", "create resourceslices"},
+		{"POST", "/api/v1/namespaces/wl/pods/p/binding", "", "create pods/binding"},
+		{"DELETE", "/api/v1/namespaces/wl/pods", "", "deletecollection pods"},
+		{"DELETE", "/api/v1/namespaces/wl/pods/p", "", "delete pods"},
+		{"GET", "/api/v1/namespaces/wl", "", "get namespaces"},
+		{"GET", "/apis/resource.k8s.io/v1", "", "get discovery"},
+		{"GET", "/version", "", "get discovery"},
+	} {
+		if got := Classify(c.method, c.path, c.watch); got != c.want {
+			t.Errorf("Classify(%s %s watch=%q) = %q, want %q", c.method, c.path, c.watch, got, c.want)
+		}
+	}
+}
+
+func TestCounts(t *testing.T) {
+	before := Counts{"watch pods": 1, "update leases": 10}
+	after := Counts{"watch pods": 1, "update leases": 25, "patch pods/status": 5, "get nodes": 2}
+	d := after.Sub(before)
+	if d.Total() != 22 || d.Writes() != 20 || len(d) != 3 {
+		t.Fatalf("diff %v: total %d writes %d", d, d.Total(), d.Writes())
+	}
+	if s := d.String(); s != "update leases 15, patch pods/status 5, get nodes 2" {
+		t.Fatalf("String() = %q", s)
+	}
+}
+
+func TestParseProcCPU(t *testing.T) {
+	// pid (comm with spaces) state ppid ... utime=150 stime=50 (fields 14, 15).
+	stat := "4242 (kwok (x) y) S 1 4242 4242 0 -1 4194560 100 0 0 0 150 50 0 0 20 0 12 0 100 0 0"
+	if got := parseProcCPU(stat); got.Milliseconds() != 2000 {
+		t.Fatalf("parseProcCPU = %s, want 2s", got)
+	}
+	if got := parseProcCPU("garbage"); got != 0 {
+		t.Fatalf("parseProcCPU(garbage) = %s, want 0", got)
+	}
+}
+
+func TestWorkloadRows(t *testing.T) {
+	r := &WorkloadsResult{Nodes: 500, Devices: 10,
+		DRAForge: &WorkloadSide{Pods: 100, Rate: 60, Requests: Counts{"patch pods/status": 100, "patch resourceclaims/status": 100}},
+		Kwok:     &WorkloadSide{Pods: 100, Rate: 50, Requests: Counts{"patch pods/status": 100}},
+	}
+	rows := WorkloadRows(r)
+	if len(rows) != 4 {
+		t.Fatalf("%d rows", len(rows))
+	}
+	// Faster than KWOK and over the floor, but twice its requests per pod.
+	if !rows[0].OK || rows[1].OK || !rows[2].OK || rows[1].Ratio != "2.00" {
+		t.Fatalf("rows %+v", rows)
+	}
+}
+
+func TestAllocWritesPerClaim(t *testing.T) {
+	r := &AllocResult{Claims: 10, Controller: 100, Scheduler: 30,
+		ControllerReqs: Counts{"update resourceclaims/status": 10, "watch pods": 2},
+		SchedulerReqs:  Counts{"update resourceclaims/status": 10, "update resourceclaims": 10, "create pods/binding": 10, "list nodes": 1}}
+	if r.ControllerWrites() != 100 || r.SchedulerWrites() != 90 {
+		t.Fatalf("writes/s %v %v", r.ControllerWrites(), r.SchedulerWrites())
+	}
+}
+
+func TestClosedWatches(t *testing.T) {
+	log := `I1203 10:24:01.1 1 cache_watcher.go:214] Forcing pods watcher close due to unresponsiveness: key: "/pods", labels: "", fields: "spec.nodeName!=". len(c.input) = 10, len(c.result) = 10, graceful = false
+I1203 10:24:02.1 1 cache_watcher.go:214] Forcing pods watcher close due to unresponsiveness: key: "/pods", labels: "", fields: "spec.nodeName!=". len(c.input) = 10, len(c.result) = 10, graceful = true
+I1203 10:24:03.1 1 cache_watcher.go:214] Forcing resource.k8s.io/resourceclaims watcher close due to unresponsiveness: key: "/resourceclaims", labels: "", fields: "". len(c.input) = 10, len(c.result) = 10, graceful = false
+I1203 10:24:04.1 1 other.go:1] unrelated`
+	got := ClosedWatches(log)
+	if got.Total() != 3 || got[`pods key: "/pods", labels: "", fields: "spec.nodeName!="`] != 2 {
+		t.Fatalf("ClosedWatches = %v", got)
+	}
+}

@@ -1,0 +1,460 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/retry"
+
+	"github.com/draforge/draforge/drivers/gvr"
+	"github.com/draforge/draforge/drivers/simdevice"
+	"github.com/draforge/draforge/drivers/simnode"
+	"github.com/draforge/draforge/test/cluster"
+)
+
+// The workloads phase mirrors kube scheduler_perf's DRA test "SchedulingWithResourceClaimTemplate"
+// (k8s.io/kubernetes v1.37.2 test/integration/scheduler_perf/dra/performance-config.yaml,
+// workload 5000pods_500nodes): 500 nodes with one ResourceSlice of 10 devices each, one
+// DeviceClass, a ResourceClaimTemplate with one request for one device, and pods each
+// referencing the template (templates/pod-with-claim-template.yaml). scheduler_perf
+// pre-allocates 2,500 claims and measures 2,500 pods; here all 5,000 pods are measured, from
+// empty devices, and up to Running instead of up to bound.
+const (
+	// SchedulerPerfFloor is scheduler_perf's throughput threshold for that workload ("dra: 56 #
+	// typically above 70"; its other 500-node DRA workloads have 60 and 64): the scheduled pods/s
+	// below which its periodic benchmark job fails.
+	SchedulerPerfFloor = 56.0
+	// WorkloadQPS is the client QPS and burst of every component of the workloads phase
+	// (kube-scheduler, kube-controller-manager, the DRAForge controller), scheduler_perf's own
+	// client setting (test/integration/scheduler_perf/util.go: cfg.QPS = 5000, cfg.Burst = 5000).
+	// KWOK has no client-side limit at all (pkg/utils/client/clientset.go: a fake always-allow
+	// rate limiter).
+	WorkloadQPS = 5000
+	// kwokNodeAnnotation selects KWOK's nodes (--manage-nodes-with-annotation-selector), as
+	// kwokctl and KWOK's documentation do.
+	kwokNodeAnnotation = "kwok.x-k8s.io/node"
+)
+
+// WorkloadSide is one node agent's run of the workload.
+type WorkloadSide struct {
+	Agent string
+	Pods  int
+	// Rate is pods/s from the first pod created to the last pod seen Running; Scheduled the
+	// same up to the last pod seen bound.
+	Rate, Scheduled float64
+	Wall            time.Duration
+	// Requests are the agent's requests during the window, as its counting proxy saw them.
+	Requests Counts
+	// CPU is the agent process's CPU time during the window.
+	CPU time.Duration
+}
+
+// PerPod is requests per pod.
+func (s *WorkloadSide) PerPod() float64 { return float64(s.Requests.Total()) / float64(s.Pods) }
+
+// WorkloadsResult compares DRAForge's simulated nodes with KWOK's on the same workload.
+type WorkloadsResult struct {
+	Nodes, Devices int
+	DRAForge, Kwok *WorkloadSide
+}
+
+// Workloads runs the workload twice, each on a fresh control plane of its own (etcd,
+// kube-apiserver, kube-scheduler and kube-controller-manager at WorkloadQPS): once with
+// DRAForge's simulated nodes (the node and pod machines of one controller), once with KWOK's
+// nodes and its default stages. Devices are published the same way on both sides (a
+// SimulatedDevicePool selecting the nodes by label, Ready before the first pod is created);
+// on the KWOK side the controller that published them is stopped before the window, so it does
+// no work for KWOK's pods.
+func Workloads(ctx context.Context, dir, bin string, nodes, devices, pods int, log io.Writer) (*WorkloadsResult, error) {
+	res := &WorkloadsResult{Nodes: nodes, Devices: devices}
+	kwokBin, stages, err := cluster.Kwok(ctx, cluster.DefaultCacheDir(), log)
+	if err != nil {
+		return nil, err
+	}
+	for _, side := range []string{"DRAForge", "KWOK"} {
+		sideDir := filepath.Join(dir, "workloads-"+strings.ToLower(side))
+		if err := os.MkdirAll(sideDir, 0o755); err != nil {
+			return nil, err
+		}
+		qps := []string{"--kube-api-qps=" + strconv.Itoa(WorkloadQPS), "--kube-api-burst=" + strconv.Itoa(WorkloadQPS)}
+		e, err := StartCluster(ctx, filepath.Join(sideDir, "cluster"), bin, log,
+			// --v=1: kube-apiserver logs the watches it closes because the client fell behind.
+			map[cluster.Component][]string{cluster.Scheduler: qps, cluster.ControllerManager: qps, cluster.APIServer: {"--v=1"}})
+		if err != nil {
+			return nil, err
+		}
+		// The side's watches end with its control plane.
+		sideCtx, cancel := context.WithCancel(ctx)
+		var s *WorkloadSide
+		if side == "DRAForge" {
+			s, err = e.workloadDRAForge(sideCtx, sideDir, nodes, devices, pods)
+			res.DRAForge = s
+		} else {
+			s, err = e.workloadKwok(sideCtx, sideDir, kwokBin, stages, nodes, devices, pods)
+			res.Kwok = s
+		}
+		cancel()
+		// Watches the API server closed because their client did not keep up show as watch
+		// requests inside the window; its log names them.
+		if b, rerr := os.ReadFile(e.componentLog(cluster.APIServer)); rerr == nil {
+			fmt.Fprintf(log, "bench: workloads %s: kube-apiserver closed watches of unresponsive clients: %s\n", side, ClosedWatches(string(b)))
+		}
+		e.Stop()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", side, err)
+		}
+		fmt.Fprintf(log, "bench: workloads %s: %d pods, %.1f pods/s to Running (%.1f to bound), wall %s, agent CPU %s, %.2f requests per pod: %s\n",
+			side, s.Pods, s.Rate, s.Scheduled, s.Wall.Round(time.Millisecond), s.CPU.Round(10*time.Millisecond), s.PerPod(), s.Requests)
+	}
+	return res, nil
+}
+
+const workloadNS = "bench-wl"
+
+var workloadLabels = map[string]string{"bench.draforge/wl": "true"}
+
+// workloadObjects creates the namespace, the DeviceClass and the ResourceClaimTemplate.
+func (e *Env) workloadObjects(ctx context.Context) error {
+	if err := e.Namespace(ctx, workloadNS); err != nil {
+		return err
+	}
+	if err := e.DeviceClass(ctx, "bench-wl", "bench-wl"); err != nil {
+		return err
+	}
+	tpl := &resourcev1.ResourceClaimTemplate{ObjectMeta: metav1.ObjectMeta{Name: "test-claim-template"},
+		Spec: resourcev1.ResourceClaimTemplateSpec{Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{
+			Requests: []resourcev1.DeviceRequest{{Name: "req-0", Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: "bench-wl"}}}}}}}
+	_, err := e.Setup.ResourceV1().ResourceClaimTemplates(workloadNS).Create(ctx, tpl, metav1.CreateOptions{})
+	return err
+}
+
+// publishWorkloadDevices creates the pool on the labelled nodes and waits until it is Ready with
+// one slice per node; ctl must be running.
+func (e *Env) publishWorkloadDevices(ctx context.Context, ctl *Controller, nodes, devices int) error {
+	watch := newSliceCounter(ctx, e, simdevice.LabelSDPNamespace+"="+workloadNS)
+	pools := e.SetupDyn.Resource(gvr.SimulatedDevicePools).Namespace(workloadNS)
+	if _, err := pools.Create(ctx, PoolObject(workloadNS, "wl", "bench-wl", devices, workloadLabels, nil), metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	if err := poll(ctx, 5*time.Minute, func() (bool, error) {
+		if watch.count() < nodes {
+			return false, nil
+		}
+		u, err := pools.Get(ctx, "wl", metav1.GetOptions{})
+		return err == nil && PoolReady(u), err
+	}); err != nil {
+		return fmt.Errorf("devices: %d/%d slices: %w\n%s", watch.count(), nodes, err, tail(ctl.Log, 20))
+	}
+	return nil
+}
+
+// waitNodesReady waits until every labelled node is Ready and untainted (kube-controller-
+// manager's node lifecycle controller lifts the not-ready taint of a new node once it is Ready).
+func (e *Env) waitNodesReady(ctx context.Context, n int) error {
+	var ready int
+	err := poll(ctx, 5*time.Minute, func() (bool, error) {
+		l, err := e.Setup.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: labelsString(workloadLabels)})
+		if err != nil {
+			return false, err
+		}
+		ready = 0
+		for _, node := range l.Items {
+			for _, c := range node.Status.Conditions {
+				if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue && len(node.Spec.Taints) == 0 {
+					ready++
+				}
+			}
+		}
+		return ready == n, nil
+	})
+	if err != nil {
+		return fmt.Errorf("%d/%d nodes Ready and untainted: %w", ready, n, err)
+	}
+	return nil
+}
+
+func (e *Env) workloadDRAForge(ctx context.Context, dir string, nodes, devices, pods int) (*WorkloadSide, error) {
+	if err := e.workloadObjects(ctx); err != nil {
+		return nil, err
+	}
+	if err := simnode.Apply(ctx, e.SetupDyn, simnode.Spec{Prefix: "wl", Count: nodes, Labels: workloadLabels}, nil); err != nil {
+		return nil, err
+	}
+	proxy, err := NewCountingProxy(e.Cluster.Dir, e.Cluster.Server, dir)
+	if err != nil {
+		return nil, err
+	}
+	defer proxy.Close()
+	q := strconv.Itoa(WorkloadQPS)
+	ctl, err := e.StartControllerWith(ctx, proxy.Kubeconfig, "--kube-api-qps", q, "--kube-api-burst", q)
+	if err != nil {
+		return nil, err
+	}
+	defer ctl.Stop()
+	if err := e.waitNodesReady(ctx, nodes); err != nil {
+		return nil, err
+	}
+	if err := e.publishWorkloadDevices(ctx, ctl, nodes, devices); err != nil {
+		return nil, err
+	}
+	if err := ctl.Quiesce(ctx, 2*time.Second, 2*time.Minute); err != nil {
+		return nil, fmt.Errorf("controller busy before the window: %w", err)
+	}
+	return e.runWorkload(ctx, "DRAForge", proxy, e.pid(ctl.Name), pods)
+}
+
+func (e *Env) workloadKwok(ctx context.Context, dir, kwokBin, stages string, nodes, devices, pods int) (*WorkloadSide, error) {
+	if err := e.workloadObjects(ctx); err != nil {
+		return nil, err
+	}
+	if err := e.createKwokNodes(ctx, nodes); err != nil {
+		return nil, err
+	}
+	proxy, err := NewCountingProxy(e.Cluster.Dir, e.Cluster.Server, dir)
+	if err != nil {
+		return nil, err
+	}
+	defer proxy.Close()
+	addr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	p, err := e.Cluster.Spawn("kwok", []string{kwokBin, "--kubeconfig=" + proxy.Kubeconfig, "-c", stages,
+		"--manage-nodes-with-annotation-selector=" + kwokNodeAnnotation + "=fake",
+		"--node-lease-duration-seconds=" + strconv.Itoa(cluster.KwokLeaseDurationSeconds),
+		"--server-address=" + addr})
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = e.Cluster.StopComponent("kwok") }()
+	if err := e.waitNodesReady(ctx, nodes); err != nil {
+		return nil, fmt.Errorf("%w\n%s", err, tail(p.Log, 20))
+	}
+	// The same devices, published by a controller that is gone before the window.
+	ctl, err := e.StartController(ctx)
+	if err != nil {
+		return nil, err
+	}
+	err = e.publishWorkloadDevices(ctx, ctl, nodes, devices)
+	ctl.Stop()
+	if err != nil {
+		return nil, err
+	}
+	l, err := e.Setup.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{LabelSelector: simdevice.LabelSDPNamespace + "=" + workloadNS})
+	if err != nil {
+		return nil, err
+	}
+	if len(l.Items) != nodes {
+		return nil, fmt.Errorf("%d slices left after the publishing controller stopped, want %d", len(l.Items), nodes)
+	}
+	return e.runWorkload(ctx, "KWOK", proxy, e.pid("kwok"), pods)
+}
+
+// createKwokNodes creates the nodes simnode would, but for KWOK: annotated for it, without
+// DRAForge's simulated label and without conditions (KWOK's node-initialize stage posts them).
+func (e *Env) createKwokNodes(ctx context.Context, n int) error {
+	all := simnode.Spec{Prefix: "wl", Count: n, Labels: workloadLabels}.Nodes(time.Now())
+	return parallel(ctx, len(all), 32, func(ctx context.Context, i int) error {
+		node := all[i]
+		delete(node.Labels, simnode.LabelSimulated)
+		node.Annotations = map[string]string{kwokNodeAnnotation: "fake"}
+		node.Status.Conditions = nil
+		if _, err := e.Setup.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
+			return err
+		}
+		// kube-controller-manager may touch the new node first.
+		return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			cur, err := e.Setup.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			cur.Status = node.Status
+			_, err = e.Setup.CoreV1().Nodes().UpdateStatus(ctx, cur, metav1.UpdateOptions{})
+			return err
+		})
+	})
+}
+
+var closedWatch = regexp.MustCompile(`Forcing (\S+) watcher close due to unresponsiveness: (.*?)\. len\(c\.input\)`)
+
+// ClosedWatches counts kube-apiserver's "Forcing <resource> watcher close due to
+// unresponsiveness: <watcher>" log lines (klog V(1), k8s.io/apiserver pkg/storage/cacher/
+// cache_watcher.go) by resource and watcher.
+func ClosedWatches(apiserverLog string) Counts {
+	c := Counts{}
+	for _, m := range closedWatch.FindAllStringSubmatch(apiserverLog, -1) {
+		c[m[1]+" "+m[2]]++
+	}
+	return c
+}
+
+// pid is the process id of a spawned component (0 when unknown).
+func (e *Env) pid(name string) int {
+	for _, p := range e.Cluster.Procs {
+		if string(p.Name) == name {
+			return p.Pid
+		}
+	}
+	return 0
+}
+
+// podWatch records when each pod of a namespace was first seen bound and Running.
+type podWatch struct {
+	mu             sync.Mutex
+	bound, running map[string]time.Time
+}
+
+func (e *Env) watchPods(ctx context.Context, ns string) *podWatch {
+	w := &podWatch{bound: map[string]time.Time{}, running: map[string]time.Time{}}
+	f := informers.NewSharedInformerFactoryWithOptions(e.Setup, 0, informers.WithNamespace(ns))
+	inf := f.Core().V1().Pods().Informer()
+	see := func(obj any) {
+		p, ok := obj.(*corev1.Pod)
+		if !ok {
+			return
+		}
+		now := time.Now()
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if _, seen := w.bound[p.Name]; !seen && p.Spec.NodeName != "" {
+			w.bound[p.Name] = now
+		}
+		if _, seen := w.running[p.Name]; !seen && p.Status.Phase == corev1.PodRunning {
+			w.running[p.Name] = now
+		}
+	}
+	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: see, UpdateFunc: func(_, o any) { see(o) }})
+	f.Start(ctx.Done())
+	f.WaitForCacheSync(ctx.Done())
+	return w
+}
+
+// last returns the count and latest time of m.
+func (w *podWatch) last(m map[string]time.Time) (int, time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	ts := slices.Collect(func(yield func(time.Time) bool) {
+		for _, t := range m {
+			if !yield(t) {
+				return
+			}
+		}
+	})
+	if len(ts) == 0 {
+		return 0, time.Time{}
+	}
+	return len(ts), slices.MaxFunc(ts, func(a, b time.Time) int { return a.Compare(b) })
+}
+
+// runWorkload creates pods one-device pods from the claim template and waits until every one
+// is Running; the agent's requests and CPU time are taken from the first create to the last
+// pod seen Running.
+func (e *Env) runWorkload(ctx context.Context, agent string, proxy *CountingProxy, pid, pods int) (*WorkloadSide, error) {
+	w := e.watchPods(ctx, workloadNS)
+	before, cpuBefore := proxy.Counts(), procCPU(pid)
+	start := time.Now()
+	create := parallel(ctx, pods, 32, func(ctx context.Context, i int) error {
+		_, err := e.Setup.CoreV1().Pods(workloadNS).Create(ctx, TemplatePod(workloadNS, fmt.Sprintf("p-%05d", i), "test-claim-template"), metav1.CreateOptions{})
+		return err
+	})
+	if create != nil {
+		return nil, create
+	}
+	var n int
+	if err := poll(ctx, 10*time.Minute, func() (bool, error) {
+		n, _ = w.last(w.running)
+		return n == pods, nil
+	}); err != nil {
+		b, _ := w.last(w.bound)
+		return nil, fmt.Errorf("%d/%d pods Running (%d bound): %w", n, pods, b, err)
+	}
+	_, lastRunning := w.last(w.running)
+	// What the agent still sends for the window's pods (events are sent asynchronously): wait
+	// until its requests other than Lease renewals stop for 2s (at most 30s).
+	settle(ctx, proxy, 2*time.Second, 30*time.Second)
+	after, cpuAfter := proxy.Counts(), procCPU(pid)
+	fmt.Fprintf(e.Log, "bench: workloads %s: requests before the window (setup): %s\n", agent, before)
+	_, lastBound := w.last(w.bound)
+	s := &WorkloadSide{Agent: agent, Pods: pods, Wall: lastRunning.Sub(start), Requests: after.Sub(before), CPU: cpuAfter - cpuBefore}
+	s.Rate = float64(pods) / s.Wall.Seconds()
+	s.Scheduled = float64(pods) / lastBound.Sub(start).Seconds()
+	return s, nil
+}
+
+// settle waits until the proxy's counts other than Lease updates stay unchanged for quiet.
+func settle(ctx context.Context, proxy *CountingProxy, quiet, timeout time.Duration) {
+	last, since := -1, time.Now()
+	_ = poll(ctx, timeout, func() (bool, error) {
+		c := proxy.Counts()
+		n := c.Total() - c["update leases"]
+		if n != last {
+			last, since = n, time.Now()
+			return false, nil
+		}
+		return time.Since(since) >= quiet, nil
+	})
+}
+
+// TemplatePod is scheduler_perf's templates/pod-with-claim-template.yaml: one pause container
+// using the claim generated from template.
+func TemplatePod(ns, name, template string) *corev1.Pod {
+	zero := int64(0)
+	no := false
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: corev1.PodSpec{
+			Containers: []corev1.Container{{Name: "pause", Image: "registry.k8s.io/pause:3.10.1",
+				Resources: corev1.ResourceRequirements{Claims: []corev1.ResourceClaim{{Name: "resource"}}}}},
+			ResourceClaims:                []corev1.PodResourceClaim{{Name: "resource", ResourceClaimTemplateName: &template}},
+			TerminationGracePeriodSeconds: &zero,
+			AutomountServiceAccountToken:  &no,
+		},
+	}
+}
+
+// procCPU is the user+system CPU time of a process (0 when unknown).
+func procCPU(pid int) time.Duration {
+	if pid <= 0 {
+		return 0
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	return parseProcCPU(string(b))
+}
+
+// parseProcCPU reads utime and stime (fields 14 and 15, in clock ticks of 1/100 s on Linux)
+// from a /proc/<pid>/stat line; the command name in field 2 may hold spaces, so fields are
+// counted after its closing parenthesis.
+func parseProcCPU(stat string) time.Duration {
+	i := strings.LastIndexByte(stat, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(stat[i+1:])
+	// f[0] is field 3 (state); utime is field 14, stime 15.
+	if len(f) < 13 {
+		return 0
+	}
+	u, err1 := strconv.ParseInt(f[11], 10, 64)
+	s, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0
+	}
+	return time.Duration(u+s) * 10 * time.Millisecond
+}
