@@ -3,6 +3,8 @@ package server
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"regexp"
 	"strconv"
 	"strings"
@@ -167,9 +169,11 @@ func TestDashboardExplainsPod(t *testing.T) {
 	}
 }
 
-// explainBound is how long the Explain tab may take, from navigation start, to show a pending
-// claim at 1,000 nodes (the allocator runs on every node server-side).
-const explainBound = 3 * time.Second
+// explainBound is how long the Explain tab may take to fetch and show a pending claim at 1,000
+// nodes once serve has explained it (serve explains a claim once per snapshot; computing that
+// explanation is the bench's explain latency row, and under -race it is several times slower
+// than the product's).
+const explainBound = time.Second
 
 // The Explain tab at 1,000 nodes is summary-first, as `draforge explain` is: reason counts and
 // node groups, not 8,000 device rows and 1,000 node rows; the devices come on request, capped.
@@ -184,6 +188,11 @@ func TestDashboardExplainThousandNodes(t *testing.T) {
 	loaded := dashboardLoaded + ` && document.getElementById("explain-summary") && document.body.dataset.explainMs`
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
+	// The summary leaves the per-device lists out: under a fifth of the full answer.
+	full, summary := getSize(t, ts.URL+"/api/explain/demo/big"), getSize(t, ts.URL+"/api/explain/demo/big?devices=false")
+	if summary*5 > full {
+		t.Errorf("explain summary %d bytes, full %d bytes", summary, full)
+	}
 
 	dom, err := browser.RenderedDOM(ctx, ts.URL+"/#explain?claim=demo%2Fbig", loaded)
 	if err != nil {
@@ -211,7 +220,7 @@ func TestDashboardExplainThousandNodes(t *testing.T) {
 		t.Fatal("no explain render time recorded")
 	}
 	took, _ := strconv.Atoi(ms[1])
-	t.Logf("explain rendered %d ms after navigation start", took)
+	t.Logf("explain fetched and rendered in %d ms", took)
 	if time.Duration(took)*time.Millisecond > explainBound {
 		t.Errorf("explain took %d ms, bound %v", took, explainBound)
 	}
@@ -225,4 +234,19 @@ func TestDashboardExplainThousandNodes(t *testing.T) {
 			t.Errorf("devices DOM lacks %q", want)
 		}
 	}
+}
+
+// getSize is the length of a 200 answer's body.
+func getSize(t *testing.T, url string) int {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("%s: %d %v", url, resp.StatusCode, err)
+	}
+	return len(b)
 }

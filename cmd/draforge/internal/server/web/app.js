@@ -183,6 +183,7 @@ const maxDeviceRows = 200;
 // 1,000 nodes) are fetched only when asked for.
 async function explain(key, withDevices) {
   if (!key) { $("explain").replaceChildren(el("p", { class: "meta" }, "No claim selected.")); return; }
+  const started = performance.now();
   // A refresh of the same claim keeps the devices shown if they were.
   if (withDevices === undefined) withDevices = key === state.explainTarget && state.explainDevices;
   state.explainTarget = key;
@@ -223,7 +224,7 @@ async function explain(key, withDevices) {
   if ((ex.remedies || []).length) parts.push(el("h4", {}, "Remedies"), el("ul", {}, ex.remedies.map((x) => el("li", {}, x))));
   $("explain").replaceChildren(...parts);
   if (location.hash.startsWith("#explain")) history.replaceState(null, "", "#explain" + explainHash());
-  document.body.dataset.explainMs = String(Math.round(performance.now()));
+  document.body.dataset.explainMs = String(Math.round(performance.now() - started));
 }
 
 // nodeGroups groups nodes by verdict and reason: fitting nodes first, then the largest groups
