@@ -165,6 +165,7 @@ func (c *checker) action(raw json.RawMessage, sels ...any) Action {
 			Resource        schema.GroupVersionResource
 			Namespace, Name string
 			Object          map[string]any
+			Patch           map[string]any
 		}
 		Finalizer *FinalizerAction
 		Delete    bool
@@ -190,6 +191,9 @@ func (c *checker) action(raw json.RawMessage, sels ...any) Action {
 		at := append(slices.Clone(sels), "apply")
 		out.Apply = &ApplyAction{Resource: a.Apply.Resource, Name: c.str(a.Apply.Name, append(at, "name")...),
 			Object: c.compile(a.Apply.Object, append(at, "object")...)}
+		if a.Apply.Patch != nil {
+			out.Apply.Patch = c.compile(a.Apply.Patch, append(at, "patch")...)
+		}
 		if a.Apply.Namespace != "" {
 			out.Apply.Namespace = c.str(a.Apply.Namespace, append(at, "namespace")...)
 		}

@@ -296,6 +296,9 @@ type ApplyAction struct {
 	Namespace *Template
 	Name      *Template
 	Object    *Template
+	// Patch, when set, is merge-patched into the object when it exists; Object is applied only
+	// when it does not.
+	Patch *Template
 }
 
 // FinalizerAction adds or removes one finalizer.
