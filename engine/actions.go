@@ -212,7 +212,7 @@ func (r *runner) apply(ctx context.Context, a *machine.ApplyAction, data map[str
 		if err != nil {
 			return err
 		}
-		_, err = r.e.o.Dynamic.Resource(a.Resource).Namespace(ns).Patch(ctx, name, types.MergePatchType, body, metav1.PatchOptions{})
+		_, err = r.e.o.Dynamic.Resource(a.Resource).Namespace(ns).Patch(ctx, name, types.MergePatchType, body, metav1.PatchOptions{FieldManager: FieldManager})
 		if !apierrors.IsNotFound(err) {
 			return err
 		}

@@ -33,6 +33,8 @@ func (c *checker) decode(name string, s *spec) *Machine {
 		},
 		Workers:      s.Workers,
 		HistoryLimit: s.HistoryLimit,
+		// Absent (a machine read without the schema's default) records them.
+		NoTransitionEvents: s.Events.Transitions != nil && !*s.Events.Transitions,
 	}
 	if s.Selector != nil {
 		m.Selector, m.FieldSelector, m.SelectorWithout = s.Selector.Labels, s.Selector.Fields, s.Selector.Without

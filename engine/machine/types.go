@@ -80,6 +80,8 @@ type Machine struct {
 	Workers       int
 	// HistoryLimit bounds the per-object transition history kept in memory.
 	HistoryLimit int
+	// NoTransitionEvents leaves out the Normal "Transition" Event of every state change.
+	NoTransitionEvents bool
 }
 
 // TransitionsOf returns the transitions tried from state, in order: anyState, then its own.
