@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 
 	"github.com/draforge/draforge/drivers/gvr"
@@ -161,6 +162,137 @@ func waitCount(t *testing.T, e *enqueues, want int) {
 	for e.get("pool") < want {
 		if time.Now().After(deadline) {
 			t.Fatalf("pool enqueues %d, want %d", e.get("pool"), want)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestPodProgressDoesNotEnqueueClaims runs the real claim machine over the drivers' real pod
+// cache: a pod's status progress (phase, Ready, container states — what the pod machine writes
+// for every pod) enqueues no claim, a pod's binding (spec.nodeName) enqueues the standalone
+// claim it names, and a claim generated for a pod from a template (named only in
+// status.resourceClaimStatuses, controlled by the pod) is never enqueued for a pod event. The
+// same machine without the trigger's fields filter shows what the filter saves.
+func TestPodProgressDoesNotEnqueueClaims(t *testing.T) {
+	const updates = 20
+	pod := func(name string, claims []any, statuses []any) *unstructured.Unstructured {
+		p := &unstructured.Unstructured{}
+		p.SetAPIVersion("v1")
+		p.SetKind("Pod")
+		p.SetNamespace("ns")
+		p.SetName(name)
+		p.SetUID(types.UID("uid-" + name))
+		_ = unstructured.SetNestedSlice(p.Object, claims, "spec", "resourceClaims")
+		_ = unstructured.SetNestedField(p.Object, "Pending", "status", "phase")
+		if statuses != nil {
+			_ = unstructured.SetNestedSlice(p.Object, statuses, "status", "resourceClaimStatuses")
+		}
+		return p
+	}
+	standalone := pod("uses-shared", []any{map[string]any{"name": "gpu", "resourceClaimName": "shared"}}, nil)
+	templated := pod("uses-template", []any{map[string]any{"name": "gpu", "resourceClaimTemplateName": "tpl"}},
+		[]any{map[string]any{"name": "gpu", "resourceClaimName": "uses-template-gpu-x7k2p"}})
+	client := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
+		gvr.SimulatedDevicePools: "SimulatedDevicePoolList", gvr.ResourceSlices: "ResourceSliceList", gvr.DeviceClasses: "DeviceClassList",
+		gvr.ResourceClaims: "ResourceClaimList", gvr.Nodes: "NodeList", gvr.Pods: "PodList",
+		gvr.CustomResourceDefinitions: "CustomResourceDefinitionList", gvr.Leases: "LeaseList", gvr.DeviceTaintRules: "DeviceTaintRuleList",
+	}, standalone, templated)
+	inf := engine.NewInformers(client)
+	reg := engine.NewRegistry()
+	if _, err := Register(reg, Deps{Dynamic: client, Informers: inf, Log: zerolog.Nop()}); err != nil {
+		t.Fatal(err)
+	}
+	claimMachine := func(unfiltered bool) []*machine.Machine {
+		ms, err := machine.Default(reg.Names())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range ms {
+			if m.Name != "claim" {
+				continue
+			}
+			for i, tr := range m.Triggers {
+				if tr.Resource == gvr.Pods {
+					if len(tr.Fields) == 0 {
+						t.Fatalf("claim pod trigger %+v has no fields filter", tr)
+					}
+					if unfiltered {
+						m.Triggers[i].Fields = nil
+					}
+				}
+			}
+			return []*machine.Machine{m}
+		}
+		t.Fatal("no claim machine")
+		return nil
+	}
+	filtered, unfiltered := &enqueues{n: map[string]int{}}, &enqueues{n: map[string]int{}}
+	for _, e := range []struct {
+		obs *enqueues
+		ms  []*machine.Machine
+	}{{filtered, claimMachine(false)}, {unfiltered, claimMachine(true)}} {
+		if _, err := engine.New(engine.Options{Dynamic: client, Informers: inf, Registry: reg, Machines: e.ms,
+			Observer: e.obs, Log: zerolog.Nop()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := inf.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Initial adds: the standalone claim only; the template claim is not the claim machine's.
+	waitFor(t, filtered, "claim", 1)
+	waitFor(t, unfiltered, "claim", 1)
+
+	pods := client.Resource(gvr.Pods).Namespace("ns")
+	progress := func(name string, i int) {
+		p, err := pods.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = unstructured.SetNestedField(p.Object, "Running", "status", "phase")
+		_ = unstructured.SetNestedSlice(p.Object, []any{map[string]any{"type": "Ready", "status": "True",
+			"lastTransitionTime": fmt.Sprintf("2026-01-01T00:00:%02dZ", i)}}, "status", "conditions")
+		if _, err := pods.UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range updates {
+		progress("uses-template", i)
+		progress("uses-shared", i)
+		// The fake watch has a small buffer: let the informer take each event first.
+		waitFor(t, unfiltered, "claim", 1+i+1)
+	}
+	p, err := pods.Get(ctx, "uses-shared", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = unstructured.SetNestedField(p.Object, "node-1", "spec", "nodeName")
+	if _, err := pods.Update(ctx, p, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// Pod events are delivered in order: once the unfiltered machine saw the binding, every
+	// status update came before it.
+	waitFor(t, unfiltered, "claim", 1+updates+1)
+	waitFor(t, filtered, "claim", 2)
+	time.Sleep(100 * time.Millisecond)
+	if got := filtered.get("claim"); got != 2 {
+		t.Errorf("filtered: %d claim enqueues for 2 pod adds, %d status updates of each and 1 binding, want 2 (the standalone claim's add and binding)", got, updates)
+	}
+	if got := unfiltered.get("claim"); got != 1+updates+1 {
+		t.Errorf("unfiltered: %d claim enqueues, want %d (the template claim is never mapped)", got, 1+updates+1)
+	}
+	t.Logf("%d status updates of 2 pods + 1 binding: %d claim enqueues with the fields filter, %d without",
+		updates, filtered.get("claim"), unfiltered.get("claim"))
+}
+
+func waitFor(t *testing.T, e *enqueues, m string, want int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for e.get(m) < want {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s enqueues %d, want %d", m, e.get(m), want)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}

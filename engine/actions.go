@@ -190,7 +190,8 @@ func mergeByType(cur, patch []any) []any {
 	return out
 }
 
-// apply server-side applies a related object from its template.
+// apply server-side applies a related object from its template; with a patch template it
+// merge-patches the existing object instead and applies only a missing one.
 func (r *runner) apply(ctx context.Context, a *machine.ApplyAction, data map[string]any) error {
 	name, err := a.Name.RenderString(data)
 	if err != nil {
@@ -200,6 +201,20 @@ func (r *runner) apply(ctx context.Context, a *machine.ApplyAction, data map[str
 	if a.Namespace != nil {
 		if ns, err = a.Namespace.RenderString(data); err != nil {
 			return fmt.Errorf("namespace template: %w", err)
+		}
+	}
+	if a.Patch != nil {
+		v, err := a.Patch.Render(data)
+		if err != nil {
+			return fmt.Errorf("patch template: %w", err)
+		}
+		body, err := json.Marshal(v)
+		if err != nil {
+			return err
+		}
+		_, err = r.e.o.Dynamic.Resource(a.Resource).Namespace(ns).Patch(ctx, name, types.MergePatchType, body, metav1.PatchOptions{FieldManager: FieldManager})
+		if !apierrors.IsNotFound(err) {
+			return err
 		}
 	}
 	v, err := a.Object.Render(data)

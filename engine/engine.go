@@ -537,7 +537,9 @@ func (r *runner) sync(ctx context.Context, key string) (Step, *unstructured.Unst
 		r.record(key, st, "ok")
 		r.e.o.Observer.Transition(r.m.Name, st.From, st.To, st.Event)
 		if st.From != st.To {
-			r.event(obj, corev1.EventTypeNormal, "Transition", fmt.Sprintf("%s -> %s on %s", st.From, st.To, st.Event))
+			if !r.m.NoTransitionEvents {
+				r.event(obj, corev1.EventTypeNormal, "Transition", fmt.Sprintf("%s -> %s on %s", st.From, st.To, st.Event))
+			}
 			r.log.Info().Str("key", key).Str("from", st.From).Str("to", st.To).Str("event", st.Event).Msg("transition")
 		}
 	}

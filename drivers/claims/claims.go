@@ -171,14 +171,22 @@ func definitelyRejected(err error) bool {
 		apierrors.IsTooManyRequests(err) || apierrors.IsRequestEntityTooLargeError(err) || apierrors.IsMethodNotSupported(err)
 }
 
+// podClaims maps a pod to the claims it names in spec.resourceClaims. The claims named only in
+// status.resourceClaimStatuses are generated from templates and controlled by the pod
+// (kube-controller-manager's resourceclaim controller refuses any other, v1.37.2
+// pkg/controller/resourceclaim handleClaim): the claim machine never allocates those
+// (allocator.ClaimNeedsSimulatedAllocation) and nothing else it reads about them comes from
+// pods, so a pod's progress must not re-sync them (it did, about ten times per pod).
 func podClaims(obj metav1.Object) []cache.ObjectName {
 	pod, ok := engine.Typed[corev1.Pod](obj)
 	if !ok {
 		return nil
 	}
 	var keys []cache.ObjectName
-	for _, name := range allocator.ClaimNamesForPod(pod) {
-		keys = append(keys, cache.ObjectName{Namespace: pod.Namespace, Name: name})
+	for _, rc := range pod.Spec.ResourceClaims {
+		if rc.ResourceClaimName != nil {
+			keys = append(keys, cache.ObjectName{Namespace: pod.Namespace, Name: *rc.ResourceClaimName})
+		}
 	}
 	return keys
 }

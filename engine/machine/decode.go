@@ -33,6 +33,8 @@ func (c *checker) decode(name string, s *spec) *Machine {
 		},
 		Workers:      s.Workers,
 		HistoryLimit: s.HistoryLimit,
+		// Absent (a machine read without the schema's default) records them.
+		NoTransitionEvents: s.Events.Transitions != nil && !*s.Events.Transitions,
 	}
 	if s.Selector != nil {
 		m.Selector, m.FieldSelector, m.SelectorWithout = s.Selector.Labels, s.Selector.Fields, s.Selector.Without
@@ -165,6 +167,7 @@ func (c *checker) action(raw json.RawMessage, sels ...any) Action {
 			Resource        schema.GroupVersionResource
 			Namespace, Name string
 			Object          map[string]any
+			Patch           map[string]any
 		}
 		Finalizer *FinalizerAction
 		Delete    bool
@@ -190,6 +193,9 @@ func (c *checker) action(raw json.RawMessage, sels ...any) Action {
 		at := append(slices.Clone(sels), "apply")
 		out.Apply = &ApplyAction{Resource: a.Apply.Resource, Name: c.str(a.Apply.Name, append(at, "name")...),
 			Object: c.compile(a.Apply.Object, append(at, "object")...)}
+		if a.Apply.Patch != nil {
+			out.Apply.Patch = c.compile(a.Apply.Patch, append(at, "patch")...)
+		}
 		if a.Apply.Namespace != "" {
 			out.Apply.Namespace = c.str(a.Apply.Namespace, append(at, "namespace")...)
 		}

@@ -345,6 +345,7 @@ type spec struct {
 	}
 	Workers      int
 	HistoryLimit int
+	Events       struct{ Transitions *bool }
 }
 
 type specTrigger struct {

@@ -152,6 +152,12 @@ func TestDefault(t *testing.T) {
 	if claim.Triggers[2].Map != "driver:podClaims" || claim.Triggers[2].Resource.Resource != "pods" {
 		t.Errorf("claim pod trigger = %+v", claim.Triggers[2])
 	}
+	// Only the pod machine, standing for a kubelet, records no Transition Events.
+	for _, m := range ms {
+		if m.NoTransitionEvents != (m.Name == "pod") {
+			t.Errorf("machine %s: NoTransitionEvents %v", m.Name, m.NoTransitionEvents)
+		}
+	}
 }
 
 func TestDefaultNeedsKnownNames(t *testing.T) {

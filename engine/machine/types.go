@@ -80,6 +80,8 @@ type Machine struct {
 	Workers       int
 	// HistoryLimit bounds the per-object transition history kept in memory.
 	HistoryLimit int
+	// NoTransitionEvents leaves out the Normal "Transition" Event of every state change.
+	NoTransitionEvents bool
 }
 
 // TransitionsOf returns the transitions tried from state, in order: anyState, then its own.
@@ -296,6 +298,9 @@ type ApplyAction struct {
 	Namespace *Template
 	Name      *Template
 	Object    *Template
+	// Patch, when set, is merge-patched into the object when it exists; Object is applied only
+	// when it does not.
+	Patch *Template
 }
 
 // FinalizerAction adds or removes one finalizer.

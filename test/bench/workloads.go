@@ -214,7 +214,24 @@ func (e *Env) workloadDRAForge(ctx context.Context, dir string, nodes, devices, 
 	if err := ctl.Quiesce(ctx, 2*time.Second, 2*time.Minute); err != nil {
 		return nil, fmt.Errorf("controller busy before the window: %w", err)
 	}
-	return e.runWorkload(ctx, "DRAForge", proxy, e.pid(ctl.Name), pods)
+	before, err := ctl.Metrics()
+	if err != nil {
+		return nil, err
+	}
+	side, err := e.runWorkload(ctx, "DRAForge", proxy, e.pid(ctl.Name), pods)
+	if err != nil {
+		return nil, err
+	}
+	// Where the controller's work went: engine syncs per pod, by machine.
+	if after, err := ctl.Metrics(); err == nil {
+		var parts []string
+		for _, m := range []string{"pod", "claim", "node", "pool"} {
+			l := `pipeline="` + m + `"`
+			parts = append(parts, fmt.Sprintf("%s %.0f", m, after.Sum("draforge_controller_sync_attempts_total", l)-before.Sum("draforge_controller_sync_attempts_total", l)))
+		}
+		fmt.Fprintf(e.Log, "bench: workloads DRAForge: engine syncs for %d pods: %s\n", pods, strings.Join(parts, ", "))
+	}
+	return side, nil
 }
 
 func (e *Env) workloadKwok(ctx context.Context, dir, kwokBin, stages string, nodes, devices, pods int) (*WorkloadSide, error) {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -162,6 +163,46 @@ func TestNodeMachine(t *testing.T) {
 	// few renewals may straddle the window's ends.
 	if d := writes - float64(events); d < -float64(nodeCount)/10 || d > float64(nodeCount)/10 {
 		t.Errorf("%v controller writes but %d lease renewals in the window", writes, events)
+	}
+
+	// Renewals are merge patches of the Lease (the kubelet updates its Lease; a server-side
+	// apply per renewal costs kube-apiserver a structured merge): the controller's manager
+	// holds renewTime through an Update, the apply that created the Lease keeps the rest.
+	leases, err := e.Kube.CoordinationV1().Leases("kube-node-lease").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range leases.Items {
+		var renewedByUpdate bool
+		for _, mf := range l.ManagedFields {
+			if mf.Manager == "draforge" && mf.Operation == metav1.ManagedFieldsOperationUpdate && mf.FieldsV1 != nil &&
+				strings.Contains(string(mf.FieldsV1.Raw), `"f:renewTime"`) {
+				renewedByUpdate = true
+			}
+		}
+		if !renewedByUpdate {
+			t.Errorf("lease %s: renewTime not written by a draforge update (merge patch); managed fields %+v", l.Name, l.ManagedFields)
+		}
+	}
+	// A Lease that is gone is applied again whole (the renewal's patch finds nothing to patch).
+	gone := leases.Items[0].Name
+	if err := e.Kube.CoordinationV1().Leases("kube-node-lease").Delete(ctx, gone, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, renewInterval+10*time.Second, func() (bool, string) {
+		if _, err := e.Kube.CoordinationV1().Leases("kube-node-lease").Get(ctx, gone, metav1.GetOptions{}); err != nil {
+			return false, err.Error()
+		}
+		return true, ""
+	})
+	for _, n := range listNodes() {
+		if n.Name == gone {
+			l, err := e.Kube.CoordinationV1().Leases("kube-node-lease").Get(ctx, gone, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkLease(t, &n, l)
+		}
 	}
 
 	// Kill the controller: nothing renews; each node must turn Unknown within the bound.

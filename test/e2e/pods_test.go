@@ -310,6 +310,33 @@ func TestPodLifecycle(t *testing.T) {
 	if len(p.Status.ContainerStatuses) != 1 || p.Status.ContainerStatuses[0].State.Terminated == nil || p.Status.ContainerStatuses[0].State.Terminated.ExitCode != 3 {
 		t.Errorf("failed pod containers %+v", p.Status.ContainerStatuses)
 	}
+	// The simulated kubelet records no engine "Transition" Events on pods (a kubelet never
+	// does; the pod went pending -> running -> failed): kube-scheduler's Scheduled Event is
+	// there, none of ours.
+	eventually(t, 30*time.Second, func() (bool, string) {
+		evs, err := e.Kube.CoreV1().Events(e.Namespace).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=failing"})
+		if err != nil {
+			return false, err.Error()
+		}
+		var reasons []string
+		scheduled := false
+		for _, ev := range evs.Items {
+			reasons = append(reasons, ev.Reason)
+			scheduled = scheduled || ev.Reason == "Scheduled"
+			if ev.Reason == "Transition" {
+				t.Fatalf("pod event %s %q from %s: the pod machine records no transitions", ev.Reason, ev.Message, ev.Source.Component)
+			}
+		}
+		return scheduled, fmt.Sprintf("pod events %v, want Scheduled", reasons)
+	})
+	time.Sleep(2 * time.Second) // the controller's Events are sent asynchronously
+	evs, err := e.Kube.CoreV1().Events(e.Namespace).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=failing,reason=Transition"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs.Items) != 0 {
+		t.Errorf("%d Transition Events on pod failing, want none: %+v", len(evs.Items), evs.Items[0])
+	}
 }
 
 // TestPodDeviceFaults: faults reach workloads through the upstream controllers.

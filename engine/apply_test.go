@@ -1,0 +1,111 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	clienttesting "k8s.io/client-go/testing"
+)
+
+const renewMachine = `package machines
+
+machine: holder: {
+	resource: {group: "", version: "v1", resource: "nodes"}
+	namespaced: false
+	states: {
+		ready: on: [{event: "renew", to: "ready", actions: [{apply: {
+			resource: {group: "coordination.k8s.io", version: "v1", resource: "leases"}
+			namespace: "kube-node-lease"
+			name:      "{{.object.metadata.name}}"
+			object: {
+				apiVersion: "coordination.k8s.io/v1"
+				kind:       "Lease"
+				spec: {holderIdentity: "{{.object.metadata.name}}", leaseDurationSeconds: 40, renewTime: "{{.nowMicro}}"}
+			}
+			patch: spec: {holderIdentity: "{{.object.metadata.name}}", renewTime: "{{.nowMicro}}"}
+		}}]}]
+		failed: terminal: true
+	}
+	initial: "ready"
+	terminalState: "failed"
+}
+`
+
+// TestApplyWithPatch: an apply action with a patch template merge-patches an existing object
+// (only the patch's fields) and falls back to applying the whole object when it is missing.
+func TestApplyWithPatch(t *testing.T) {
+	leases := schema.GroupVersionResource{Group: "coordination.k8s.io", Version: "v1", Resource: "leases"}
+	now := time.Date(2026, 7, 2, 0, 0, 0, 0, time.UTC)
+	r := testRunner(t, renewMachine, NewRegistry(), now)
+	a := r.m.States["ready"].On[0].Actions[0].Apply
+	if a == nil || a.Patch == nil {
+		t.Fatalf("apply action %+v, want one with a patch template", r.m.States["ready"].On[0].Actions[0])
+	}
+	node := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Node",
+		"metadata": map[string]any{"name": "n1", "uid": "u1"}}}
+	existing := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+		"metadata": map[string]any{"name": "n1", "namespace": "kube-node-lease"},
+		"spec":     map[string]any{"holderIdentity": "someone-else", "leaseDurationSeconds": int64(40)}}}
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+		map[schema.GroupVersionResource]string{leases: "LeaseList"}, existing)
+	r.e.o.Dynamic = dyn
+	data := TemplateData(r.m, Input{Object: node, Now: now}, nil)
+
+	if err := r.apply(context.Background(), a, data); err != nil {
+		t.Fatal(err)
+	}
+	patches := patchActions(dyn.Actions())
+	if len(patches) != 1 || patches[0].GetPatchType() != types.MergePatchType || patches[0].GetName() != "n1" {
+		t.Fatalf("patches %+v, want one merge patch of n1", patches)
+	}
+	var body map[string]any
+	if err := json.Unmarshal(patches[0].GetPatch(), &body); err != nil {
+		t.Fatal(err)
+	}
+	spec, _ := body["spec"].(map[string]any)
+	if len(body) != 1 || len(spec) != 2 || spec["holderIdentity"] != "n1" || spec["renewTime"] != "2026-07-02T00:00:00.000000Z" {
+		t.Errorf("merge patch %s, want only spec.holderIdentity n1 and spec.renewTime", patches[0].GetPatch())
+	}
+	got, err := dyn.Resource(leases).Namespace("kube-node-lease").Get(context.Background(), "n1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h, _, _ := unstructured.NestedString(got.Object, "spec", "holderIdentity"); h != "n1" {
+		t.Errorf("holder %q after the renewal, want n1", h)
+	}
+
+	// Missing: the patch finds nothing, the whole object is applied.
+	if err := dyn.Resource(leases).Namespace("kube-node-lease").Delete(context.Background(), "n1", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	dyn.ClearActions()
+	_ = r.apply(context.Background(), a, data) // the fake may not implement apply; the request is what counts
+	patches = patchActions(dyn.Actions())
+	if len(patches) != 2 || patches[0].GetPatchType() != types.MergePatchType || patches[1].GetPatchType() != types.ApplyPatchType {
+		t.Fatalf("patches %+v, want a merge patch then an apply", patches)
+	}
+	if err := json.Unmarshal(patches[1].GetPatch(), &body); err != nil {
+		t.Fatal(err)
+	}
+	if spec, _ := body["spec"].(map[string]any); spec["leaseDurationSeconds"] != float64(40) || body["kind"] != "Lease" {
+		t.Errorf("apply %s, want the whole Lease", patches[1].GetPatch())
+	}
+}
+
+func patchActions(actions []clienttesting.Action) []clienttesting.PatchAction {
+	var out []clienttesting.PatchAction
+	for _, a := range actions {
+		if p, ok := a.(clienttesting.PatchAction); ok {
+			out = append(out, p)
+		}
+	}
+	return out
+}
