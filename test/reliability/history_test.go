@@ -70,8 +70,10 @@ func buildPreviousRelease(t *testing.T) (bin, rev string) {
 
 // TestUpgradeRollbackFromPreviousRelease: the previous release (built from git history)
 // converges pools and claims; the current build replaces it, then the previous release comes
-// back. Each process runs behind a recording proxy: neither switch writes a ResourceSlice or a
-// claim (only pool status may change between machine versions). The previous release
+// back. Each process runs behind a recording proxy: the current build writes no ResourceSlice
+// and no claim, on its restart or while it runs, and the rollback writes no claim (only pool
+// status may change between machine versions; the previous release's own occasional slice
+// rewrites under load are logged, their content checked equal). The previous release
 // published attribute names qualified with the driver's domain; the current build reads them as
 // the same IDs (simdevice.SlicesEqual) instead of rewriting every slice on upgrade, as it did
 // before. Allocations stay byte-identical, slices equal, and each version allocates new claims
@@ -117,8 +119,16 @@ func TestUpgradeRollbackFromPreviousRelease(t *testing.T) {
 		})
 		time.Sleep(2 * time.Second)
 		for _, w := range proxy.accepted() {
-			if strings.Contains(w.path, "/resourceslices") || strings.Contains(w.path, "/resourceclaims") {
+			switch {
+			case strings.Contains(w.path, "/resourceclaims"),
+				strings.Contains(w.path, "/resourceslices") && step.bin == cur:
 				t.Errorf("%s: restart wrote %s %s", step.name, w.method, w.path)
+			case strings.Contains(w.path, "/resourceslices"):
+				// The previous release sometimes rewrites a few of its own slices on a restart
+				// under load (seen in about one run of four with other suites running; its slices
+				// keep their content, checked below). It is the old binary's behaviour, which a
+				// rollback cannot change; the current build must never do it (case above).
+				t.Logf("%s: the previous release rewrote %s %s", step.name, w.method, w.path)
 			}
 		}
 		now := sliceObjects(t, e)
@@ -141,6 +151,14 @@ func TestUpgradeRollbackFromPreviousRelease(t *testing.T) {
 			return len(now) == want, fmt.Sprintf("%s: %d of %d allocated", step.name, len(now), want)
 		})
 		allocs = allocations(t, e)
+		// Nor while this version runs on: a later rewrite (on a resync, on new claims) would
+		// make the other version rewrite every slice back on the next switch.
+		time.Sleep(2 * time.Second)
+		for _, w := range proxy.accepted() {
+			if strings.Contains(w.path, "/resourceslices") {
+				t.Errorf("%s: while running, wrote %s %s", step.name, w.method, w.path)
+			}
+		}
 		if n := checkUnique(t, allocs); n != want {
 			t.Errorf("%s: %d claims hold %d distinct devices", step.name, want, n)
 		}
