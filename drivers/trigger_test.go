@@ -1,7 +1,6 @@
 package drivers
 
 import (
-	"context"
 	"fmt"
 	"sync"
 	"testing"
@@ -68,55 +67,10 @@ func TestNodeHeartbeatsDoNotEnqueuePools(t *testing.T) {
 		p.SetName(fmt.Sprintf("pool-%d", i))
 		objs = append(objs, p)
 	}
-	client := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
-		gvr.SimulatedDevicePools: "SimulatedDevicePoolList", gvr.ResourceSlices: "ResourceSliceList", gvr.DeviceClasses: "DeviceClassList",
-		gvr.ResourceClaims: "ResourceClaimList", gvr.Nodes: "NodeList", gvr.Pods: "PodList",
-		gvr.CustomResourceDefinitions: "CustomResourceDefinitionList", gvr.Leases: "LeaseList", gvr.DeviceTaintRules: "DeviceTaintRuleList",
+	filtered, unfiltered, client := startFilteredAndUnfiltered(t, "pool", gvr.Nodes, func(tr machine.Trigger) bool {
+		return len(tr.Fields) == 1 && tr.Fields[0].Text == "metadata.labels"
 	}, objs...)
-	inf := engine.NewInformers(client)
-	reg := engine.NewRegistry()
-	if _, err := Register(reg, Deps{Dynamic: client, Informers: inf, Log: zerolog.Nop()}); err != nil {
-		t.Fatal(err)
-	}
-	poolMachine := func(unfiltered bool) []*machine.Machine {
-		ms, err := machine.Default(reg.Names())
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, m := range ms {
-			if m.Name != "pool" {
-				continue
-			}
-			for i, tr := range m.Triggers {
-				if tr.Resource == gvr.Nodes {
-					if len(tr.Fields) != 1 || tr.Fields[0].Text != "metadata.labels" {
-						t.Fatalf("pool node trigger %+v, want fields [metadata.labels]", tr)
-					}
-					if unfiltered {
-						m.Triggers[i].Fields = nil
-					}
-				}
-			}
-			return []*machine.Machine{m}
-		}
-		t.Fatal("no pool machine")
-		return nil
-	}
-	filtered, unfiltered := &enqueues{n: map[string]int{}}, &enqueues{n: map[string]int{}}
-	for _, e := range []struct {
-		obs *enqueues
-		ms  []*machine.Machine
-	}{{filtered, poolMachine(false)}, {unfiltered, poolMachine(true)}} {
-		if _, err := engine.New(engine.Options{Dynamic: client, Informers: inf, Registry: reg, Machines: e.ms,
-			Observer: e.obs, Log: zerolog.Nop()}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	if err := inf.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
+	ctx := t.Context()
 	// Initial adds: each pool once for itself, every pool once per node.
 	initial := pools + nodes*pools
 	waitCount(t, filtered, initial)
@@ -156,6 +110,62 @@ func TestNodeHeartbeatsDoNotEnqueuePools(t *testing.T) {
 		nodes, filtered.get("pool")-initial, unfiltered.get("pool")-initial)
 }
 
+// startFilteredAndUnfiltered runs the drivers' real informers over objs with two copies of the
+// default machine name: as shipped (its trigger on res must pass shipped) and with that
+// trigger's fields filter removed. It returns what each enqueued and the client to change
+// objects with; the informers stop with the test.
+func startFilteredAndUnfiltered(t *testing.T, name string, res schema.GroupVersionResource, shipped func(machine.Trigger) bool, objs ...runtime.Object) (filtered, unfiltered *enqueues, client *dynamicfake.FakeDynamicClient) {
+	t.Helper()
+	client = dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
+		gvr.SimulatedDevicePools: "SimulatedDevicePoolList", gvr.ResourceSlices: "ResourceSliceList", gvr.DeviceClasses: "DeviceClassList",
+		gvr.ResourceClaims: "ResourceClaimList", gvr.Nodes: "NodeList", gvr.Pods: "PodList",
+		gvr.CustomResourceDefinitions: "CustomResourceDefinitionList", gvr.Leases: "LeaseList", gvr.DeviceTaintRules: "DeviceTaintRuleList",
+	}, objs...)
+	inf := engine.NewInformers(client)
+	reg := engine.NewRegistry()
+	if _, err := Register(reg, Deps{Dynamic: client, Informers: inf, Log: zerolog.Nop()}); err != nil {
+		t.Fatal(err)
+	}
+	only := func(unfiltered bool) []*machine.Machine {
+		ms, err := machine.Default(reg.Names())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range ms {
+			if m.Name != name {
+				continue
+			}
+			for i, tr := range m.Triggers {
+				if tr.Resource == res {
+					if !shipped(tr) {
+						t.Fatalf("%s trigger on %s: %+v", name, res.Resource, tr)
+					}
+					if unfiltered {
+						m.Triggers[i].Fields = nil
+					}
+				}
+			}
+			return []*machine.Machine{m}
+		}
+		t.Fatalf("no %s machine", name)
+		return nil
+	}
+	filtered, unfiltered = &enqueues{n: map[string]int{}}, &enqueues{n: map[string]int{}}
+	for _, e := range []struct {
+		obs *enqueues
+		ms  []*machine.Machine
+	}{{filtered, only(false)}, {unfiltered, only(true)}} {
+		if _, err := engine.New(engine.Options{Dynamic: client, Informers: inf, Registry: reg, Machines: e.ms,
+			Observer: e.obs, Log: zerolog.Nop()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := inf.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	return filtered, unfiltered, client
+}
+
 func waitCount(t *testing.T, e *enqueues, want int) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
@@ -192,55 +202,10 @@ func TestPodProgressDoesNotEnqueueClaims(t *testing.T) {
 	standalone := pod("uses-shared", []any{map[string]any{"name": "gpu", "resourceClaimName": "shared"}}, nil)
 	templated := pod("uses-template", []any{map[string]any{"name": "gpu", "resourceClaimTemplateName": "tpl"}},
 		[]any{map[string]any{"name": "gpu", "resourceClaimName": "uses-template-gpu-x7k2p"}})
-	client := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
-		gvr.SimulatedDevicePools: "SimulatedDevicePoolList", gvr.ResourceSlices: "ResourceSliceList", gvr.DeviceClasses: "DeviceClassList",
-		gvr.ResourceClaims: "ResourceClaimList", gvr.Nodes: "NodeList", gvr.Pods: "PodList",
-		gvr.CustomResourceDefinitions: "CustomResourceDefinitionList", gvr.Leases: "LeaseList", gvr.DeviceTaintRules: "DeviceTaintRuleList",
+	filtered, unfiltered, client := startFilteredAndUnfiltered(t, "claim", gvr.Pods, func(tr machine.Trigger) bool {
+		return len(tr.Fields) > 0
 	}, standalone, templated)
-	inf := engine.NewInformers(client)
-	reg := engine.NewRegistry()
-	if _, err := Register(reg, Deps{Dynamic: client, Informers: inf, Log: zerolog.Nop()}); err != nil {
-		t.Fatal(err)
-	}
-	claimMachine := func(unfiltered bool) []*machine.Machine {
-		ms, err := machine.Default(reg.Names())
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, m := range ms {
-			if m.Name != "claim" {
-				continue
-			}
-			for i, tr := range m.Triggers {
-				if tr.Resource == gvr.Pods {
-					if len(tr.Fields) == 0 {
-						t.Fatalf("claim pod trigger %+v has no fields filter", tr)
-					}
-					if unfiltered {
-						m.Triggers[i].Fields = nil
-					}
-				}
-			}
-			return []*machine.Machine{m}
-		}
-		t.Fatal("no claim machine")
-		return nil
-	}
-	filtered, unfiltered := &enqueues{n: map[string]int{}}, &enqueues{n: map[string]int{}}
-	for _, e := range []struct {
-		obs *enqueues
-		ms  []*machine.Machine
-	}{{filtered, claimMachine(false)}, {unfiltered, claimMachine(true)}} {
-		if _, err := engine.New(engine.Options{Dynamic: client, Informers: inf, Registry: reg, Machines: e.ms,
-			Observer: e.obs, Log: zerolog.Nop()}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	if err := inf.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
+	ctx := t.Context()
 	// Initial adds: the standalone claim only; the template claim is not the claim machine's.
 	waitFor(t, filtered, "claim", 1)
 	waitFor(t, unfiltered, "claim", 1)

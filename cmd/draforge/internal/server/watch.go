@@ -188,54 +188,43 @@ func (wt *Watcher) build() *inventory.Snapshot {
 	return s.Sort()
 }
 
-// pods returns the cached pods as the API type, expanding each compact pod once (see slices).
+// pods returns the cached pods as the API type, expanding each compact pod once (see expandOnce).
 func (wt *Watcher) pods() []*corev1.Pod {
-	objs := wt.infs["Pod"].GetStore().List()
-	out := make([]*corev1.Pod, 0, len(objs))
-	expanded := make(map[*compactpod.Pod]*corev1.Pod, len(objs))
-	for _, o := range objs {
-		c, ok := o.(*compactpod.Pod)
-		if !ok {
-			if t, ok := engine.Typed[corev1.Pod](o); ok {
-				out = append(out, t)
-			}
-			continue
-		}
-		t, ok := wt.expandedPods[c]
-		if !ok {
-			t = c.Expand()
-		}
-		expanded[c] = t
-		out = append(out, t)
-	}
-	wt.expandedPods = expanded
+	var out []*corev1.Pod
+	out, wt.expandedPods = expandOnce(wt.infs["Pod"].GetStore().List(), wt.expandedPods, (*compactpod.Pod).Expand)
 	return out
 }
 
-// slices returns the cached slices as the API type. A compact slice is expanded once and the
-// copy reused by later builds: cached objects are replaced on change, never modified, so a copy
-// stays valid while its object is cached, and a rebuild does not copy every slice again.
+// slices returns the cached slices as the API type, expanding each compact slice once.
 func (wt *Watcher) slices() []*resourcev1.ResourceSlice {
-	objs := wt.infs["ResourceSlice"].GetStore().List()
-	out := make([]*resourcev1.ResourceSlice, 0, len(objs))
-	expanded := make(map[*compactslice.Slice]*resourcev1.ResourceSlice, len(objs))
+	var out []*resourcev1.ResourceSlice
+	out, wt.expanded = expandOnce(wt.infs["ResourceSlice"].GetStore().List(), wt.expanded, (*compactslice.Slice).Expand)
+	return out
+}
+
+// expandOnce returns cached objects as the API type T. A compact object (*C) is expanded once
+// and the copy reused by later builds: cached objects are replaced on change, never modified,
+// so a copy stays valid while its object is cached, and a rebuild does not copy every object
+// again. prev holds the previous build's copies; the returned map holds this build's.
+func expandOnce[C, T any](objs []any, prev map[*C]*T, expand func(*C) *T) ([]*T, map[*C]*T) {
+	out := make([]*T, 0, len(objs))
+	next := make(map[*C]*T, len(objs))
 	for _, o := range objs {
-		c, ok := o.(*compactslice.Slice)
+		c, ok := o.(*C)
 		if !ok {
-			if t, ok := engine.Typed[resourcev1.ResourceSlice](o); ok {
+			if t, ok := engine.Typed[T](o); ok {
 				out = append(out, t)
 			}
 			continue
 		}
-		t, ok := wt.expanded[c]
+		t, ok := prev[c]
 		if !ok {
-			t = c.Expand()
+			t = expand(c)
 		}
-		expanded[c] = t
+		next[c] = t
 		out = append(out, t)
 	}
-	wt.expanded = expanded
-	return out
+	return out, next
 }
 
 func typedList[T any](inf cache.SharedIndexInformer) []*T {
