@@ -315,14 +315,19 @@ func (e *Env) spawnThrough(name, like cluster.Component, kubeconfig string) (*cl
 
 // Pod references one claim by name; no kubelet runs it.
 func Pod(ns, name, claim string) *corev1.Pod {
+	return pausePod(ns, name, "registry.k8s.io/pause:3.10", corev1.PodResourceClaim{Name: "gpu", ResourceClaimName: &claim})
+}
+
+// pausePod is one pause container using the pod's one claim, deleted without a grace period.
+func pausePod(ns, name, image string, claim corev1.PodResourceClaim) *corev1.Pod {
 	zero := int64(0)
 	no := false
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		Spec: corev1.PodSpec{
-			Containers: []corev1.Container{{Name: "c", Image: "registry.k8s.io/pause:3.10",
-				Resources: corev1.ResourceRequirements{Claims: []corev1.ResourceClaim{{Name: "gpu"}}}}},
-			ResourceClaims:                []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimName: &claim}},
+			Containers: []corev1.Container{{Name: "pause", Image: image,
+				Resources: corev1.ResourceRequirements{Claims: []corev1.ResourceClaim{{Name: claim.Name}}}}},
+			ResourceClaims:                []corev1.PodResourceClaim{claim},
 			TerminationGracePeriodSeconds: &zero,
 			AutomountServiceAccountToken:  &no,
 		},

@@ -429,18 +429,7 @@ func settle(ctx context.Context, proxy *CountingProxy, quiet, timeout time.Durat
 // TemplatePod is scheduler_perf's templates/pod-with-claim-template.yaml: one pause container
 // using the claim generated from template.
 func TemplatePod(ns, name, template string) *corev1.Pod {
-	zero := int64(0)
-	no := false
-	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec: corev1.PodSpec{
-			Containers: []corev1.Container{{Name: "pause", Image: "registry.k8s.io/pause:3.10.1",
-				Resources: corev1.ResourceRequirements{Claims: []corev1.ResourceClaim{{Name: "resource"}}}}},
-			ResourceClaims:                []corev1.PodResourceClaim{{Name: "resource", ResourceClaimTemplateName: &template}},
-			TerminationGracePeriodSeconds: &zero,
-			AutomountServiceAccountToken:  &no,
-		},
-	}
+	return pausePod(ns, name, "registry.k8s.io/pause:3.10.1", corev1.PodResourceClaim{Name: "resource", ResourceClaimTemplateName: &template})
 }
 
 // procCPU is the user+system CPU time of a process (0 when unknown).
