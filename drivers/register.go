@@ -77,7 +77,9 @@ func register(reg *engine.Registry, d Deps) (*Set, error) {
 		return nil, err
 	}
 	b := binding.Register(reg, d.Informers, d.Kube)
-	podsDriver.Register(reg, d.Informers, d.Kube)
+	if _, err := podsDriver.Register(reg, d.Informers, d.Kube); err != nil {
+		return nil, err
+	}
 	return &Set{Claims: c, Pools: p, Binding: b}, nil
 }
 

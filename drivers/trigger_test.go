@@ -71,10 +71,14 @@ func TestNodeHeartbeatsDoNotEnqueuePools(t *testing.T) {
 		return len(tr.Fields) == 1 && tr.Fields[0].Text == "metadata.labels"
 	}, objs...)
 	ctx := t.Context()
-	// Initial adds: each pool once for itself, every pool once per node.
-	initial := pools + nodes*pools
-	waitCount(t, filtered, initial)
-	waitCount(t, unfiltered, initial)
+	// Initial adds: each pool once for itself, and once per node delivered after the pools
+	// were cached (the two informers list independently): count from where they settle.
+	waitCount(t, filtered, pools)
+	waitCount(t, unfiltered, pools)
+	initial := settled(filtered)
+	if u := settled(unfiltered); u != initial {
+		t.Fatalf("initial enqueues: %d filtered, %d unfiltered", initial, u)
+	}
 
 	nodesClient := client.Resource(gvr.Nodes)
 	for i := range nodes {
@@ -164,6 +168,17 @@ func startFilteredAndUnfiltered(t *testing.T, name string, res schema.GroupVersi
 		t.Fatal(err)
 	}
 	return filtered, unfiltered, client
+}
+
+// settled returns the pool enqueues once they stopped changing for 200ms.
+func settled(e *enqueues) int {
+	for last := -1; ; time.Sleep(200 * time.Millisecond) {
+		n := e.get("pool")
+		if n == last {
+			return n
+		}
+		last = n
+	}
 }
 
 func waitCount(t *testing.T, e *enqueues, want int) {

@@ -109,3 +109,19 @@ func patchActions(actions []clienttesting.Action) []clienttesting.PatchAction {
 	}
 	return out
 }
+
+// sameStatus decides whether a pass writes status: equal maps, and the same JSON with other
+// Go number types, are the same; any changed value is not.
+func TestSameStatus(t *testing.T) {
+	cached := map[string]any{"phase": "Running", "observedGeneration": int64(2), "conditions": []any{map[string]any{"type": "Ready", "status": "True"}}}
+	same := map[string]any{"phase": "Running", "observedGeneration": float64(2), "conditions": []any{map[string]any{"type": "Ready", "status": "True"}}}
+	changed := map[string]any{"phase": "Running", "observedGeneration": int64(2), "conditions": []any{map[string]any{"type": "Ready", "status": "False"}}}
+	switch {
+	case !sameStatus(cached, cached) || !sameStatus(nil, nil):
+		t.Error("a status differs from itself")
+	case !sameStatus(cached, same):
+		t.Error("int64 2 and float64 2 differ")
+	case sameStatus(cached, changed) || sameStatus(nil, cached):
+		t.Error("a changed condition is the same status")
+	}
+}

@@ -217,7 +217,7 @@ func newRunner(e *Engine, m *machine.Machine) (*runner, error) {
 		},
 	}
 	if m.HasSelector() {
-		if _, err := r.inf.AddEventHandler(own); err != nil {
+		if err := e.o.Informers.AddHandler(r.inf, own); err != nil {
 			return nil, err
 		}
 	} else {
@@ -240,7 +240,7 @@ func newRunner(e *Engine, m *machine.Machine) (*runner, error) {
 		}
 		h := triggerHandler(t, handler)
 		if t.Name != "" {
-			if _, err := e.o.Informers.ForName(t.Resource, "", t.Name).AddEventHandler(h); err != nil {
+			if err := e.o.Informers.AddHandler(e.o.Informers.ForName(t.Resource, "", t.Name), h); err != nil {
 				return nil, err
 			}
 			continue
@@ -282,7 +282,7 @@ func (r *runner) watchRelated(rel machine.Related) {
 			}
 		}
 	}
-	_, _ = ref.inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	_ = r.e.o.Informers.AddHandler(ref.inf, cache.ResourceEventHandlerFuncs{
 		AddFunc:    handler,
 		UpdateFunc: func(_, cur any) { handler(cur) },
 		DeleteFunc: handler,
@@ -527,7 +527,7 @@ func (r *runner) sync(ctx context.Context, key string) (Step, *unstructured.Unst
 		// memory is not written.
 		return st, obj
 	}
-	if err := r.writeStatus(ctx, obj, statusOf(u)); err != nil {
+	if err := r.writeStatus(ctx, obj, statusView(u)); err != nil {
 		// An action that removed the last finalizer of a deleting object made it go away.
 		if !(apierrors.IsNotFound(err) && obj.GetDeletionTimestamp() != nil) {
 			return ErrorStep(r.m, st, fmt.Errorf("write status: %w", err), in.Retries), obj

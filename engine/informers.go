@@ -38,6 +38,9 @@ type Informers struct {
 	// dispatch runs every handler of one informer in one goroutine, feeders first, so a
 	// machine triggered by an event reads driver stores that already contain it.
 	dispatch map[schema.GroupVersionResource]*dispatcher
+	// handlers are the event handlers registered through the Informers; WaitSynced also waits
+	// until each has been handed its informer's initial list.
+	handlers []cache.ResourceEventHandlerRegistration
 	// typed are the resources cached as typed objects instead of unstructured (see CacheTyped).
 	typed map[schema.GroupVersionResource]cache.TransformFunc
 	// pruned shrink the unstructured objects of selector informers (see PruneSelected).
@@ -223,9 +226,24 @@ func (i *Informers) For(gvr schema.GroupVersionResource) cache.SharedIndexInform
 	inf := i.factory.ForResource(gvr).Informer()
 	_ = inf.SetTransform(i.transform(gvr))
 	d := &dispatcher{}
-	_, _ = inf.AddEventHandler(d)
+	if reg, err := inf.AddEventHandler(d); err == nil {
+		i.handlers = append(i.handlers, reg)
+	}
 	i.byGVR[gvr], i.dispatch[gvr] = inf, d
 	return inf
+}
+
+// AddHandler registers h on inf (one of these informers) and makes WaitSynced wait until h has
+// been handed the initial list. Call it before Start.
+func (i *Informers) AddHandler(inf cache.SharedIndexInformer, h cache.ResourceEventHandler) error {
+	reg, err := inf.AddEventHandler(h)
+	if err != nil {
+		return err
+	}
+	i.mu.Lock()
+	i.handlers = append(i.handlers, reg)
+	i.mu.Unlock()
+	return nil
 }
 
 // Feed registers a handler that keeps a driver's own store up to date; feeders of an informer
@@ -313,12 +331,18 @@ func (i *Informers) all() []cache.SharedIndexInformer {
 	return out
 }
 
-// WaitSynced blocks until every informer has synced; false when ctx ended first.
+// WaitSynced blocks until every informer has synced and its handlers have been handed the
+// initial list; false when ctx ended first. Workers started after it see one enqueue per key
+// for the whole initial list, not a pass per event still in flight to a trigger (a pool of
+// 1,000 nodes was planned again for every slice delivered after its first pass).
 func (i *Informers) WaitSynced(ctx context.Context) bool {
 	i.mu.Lock()
 	var synced []cache.InformerSynced
 	for _, inf := range i.all() {
 		synced = append(synced, inf.HasSynced)
+	}
+	for _, reg := range i.handlers {
+		synced = append(synced, reg.HasSynced)
 	}
 	i.mu.Unlock()
 	return cache.WaitForCacheSync(ctx.Done(), synced...)

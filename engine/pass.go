@@ -3,6 +3,8 @@ package engine
 import (
 	"context"
 	"sync"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 // passKey carries the values computed during one sync pass (see PassValue).
@@ -47,4 +49,18 @@ func PassValue[T any](ctx context.Context, key any, compute func() (T, error)) (
 	}
 	v, _ := r.value.(T)
 	return v, r.err
+}
+
+// passTypedKey is PassTyped's key for the pass object as a *T.
+type passTypedKey[T any] struct{}
+
+// PassTyped returns the pass's object as the API type T, converted once per pass for every
+// observation and action of every driver that reads it. The value is shared: callers must not
+// change it (DeepCopy first). ok is false when obj is not a T.
+func PassTyped[T any](ctx context.Context, obj *unstructured.Unstructured) (*T, bool) {
+	t, _ := PassValue(ctx, passTypedKey[T]{}, func() (*T, error) {
+		t, _ := Typed[T](obj)
+		return t, nil
+	})
+	return t, t != nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"strconv"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -51,23 +52,36 @@ func (r *runner) setConditions(obj *unstructured.Unstructured, conds []Condition
 	_ = unstructured.SetNestedField(obj.Object, gen, "status", "observedGeneration")
 }
 
+// statusOf returns a copy of obj's status.
 func statusOf(obj *unstructured.Unstructured) map[string]any {
 	s, _, _ := unstructured.NestedMap(obj.Object, "status")
 	return s
 }
 
+// statusView returns obj's status itself, for reading only.
+func statusView(obj *unstructured.Unstructured) map[string]any {
+	s, _ := obj.Object["status"].(map[string]any)
+	return s
+}
+
+// sameStatus compares two statuses as JSON would: most passes change nothing, and a plain
+// deep comparison says so without the JSON round trip that number types need otherwise.
+func sameStatus(a, b map[string]any) bool {
+	return reflect.DeepEqual(a, b) || equality.Semantic.DeepEqual(normalize(a), normalize(b))
+}
+
 // writeStatus merge-patches the status subresource when it differs from before. A merge patch
 // needs no resourceVersion, so finalizer patches made by actions earlier in the same pass do not
-// turn it into a conflict; fields the pass removed are sent as null.
+// turn it into a conflict; fields the pass removed are sent as null. before is only read.
 func (r *runner) writeStatus(ctx context.Context, obj *unstructured.Unstructured, before map[string]any) error {
-	after := statusOf(obj)
-	if equality.Semantic.DeepEqual(normalize(before), normalize(after)) {
+	after := statusView(obj)
+	if sameStatus(before, after) {
 		return nil
 	}
 	// Only the top-level status fields that changed (a Node's images and addresses stay out).
 	patch := map[string]any{}
 	for k, v := range after {
-		if !equality.Semantic.DeepEqual(normalize(map[string]any{k: before[k]}), normalize(map[string]any{k: v})) {
+		if !sameStatus(map[string]any{k: before[k]}, map[string]any{k: v}) {
 			patch[k] = v
 		}
 	}

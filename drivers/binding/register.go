@@ -79,16 +79,18 @@ func (d *Driver) lookup() Lookup {
 	return Index(ps)
 }
 
-func claimOf(obj *unstructured.Unstructured) (*resourcev1.ResourceClaim, error) {
-	c, ok := engine.Typed[resourcev1.ResourceClaim](obj)
+// claimOf returns the pass's claim as the API type, converted once per pass; callers must not
+// change it.
+func claimOf(ctx context.Context, obj *unstructured.Unstructured) (*resourcev1.ResourceClaim, error) {
+	c, ok := engine.PassTyped[resourcev1.ResourceClaim](ctx, obj)
 	if !ok {
 		return nil, fmt.Errorf("not a ResourceClaim: %s", obj.GetKind())
 	}
 	return c, nil
 }
 
-func (d *Driver) awaits(_ context.Context, obj *unstructured.Unstructured) (engine.Fact, error) {
-	c, err := claimOf(obj)
+func (d *Driver) awaits(ctx context.Context, obj *unstructured.Unstructured) (engine.Fact, error) {
+	c, err := claimOf(ctx, obj)
 	if err != nil {
 		return engine.Fact{}, err
 	}
@@ -97,7 +99,7 @@ func (d *Driver) awaits(_ context.Context, obj *unstructured.Unstructured) (engi
 }
 
 func (d *Driver) set(ctx context.Context, obj *unstructured.Unstructured) error {
-	c, err := claimOf(obj)
+	c, err := claimOf(ctx, obj)
 	if err != nil {
 		return err
 	}
@@ -114,8 +116,8 @@ func (d *Driver) set(ctx context.Context, obj *unstructured.Unstructured) error 
 	return nil
 }
 
-func (d *Driver) failed(_ context.Context, obj *unstructured.Unstructured) (engine.Fact, error) {
-	c, err := claimOf(obj)
+func (d *Driver) failed(ctx context.Context, obj *unstructured.Unstructured) (engine.Fact, error) {
+	c, err := claimOf(ctx, obj)
 	if err != nil {
 		return engine.Fact{}, err
 	}
@@ -130,7 +132,7 @@ func (d *Driver) failed(_ context.Context, obj *unstructured.Unstructured) (engi
 }
 
 func (d *Driver) deallocate(ctx context.Context, obj *unstructured.Unstructured) error {
-	c, err := claimOf(obj)
+	c, err := claimOf(ctx, obj)
 	if err != nil {
 		return err
 	}

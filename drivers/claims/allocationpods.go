@@ -46,7 +46,7 @@ func (d *Driver) ownPod(claim *resourcev1.ResourceClaim) *corev1.Pod {
 // createPod creates the claim's allocation pod; one that already exists (an earlier pass whose
 // cache was behind) is the same pod, as its name holds the claim's UID.
 func (d *Driver) createPod(ctx context.Context, obj *unstructured.Unstructured) error {
-	claim, err := typedClaim(obj)
+	claim, err := typedClaim(ctx, obj)
 	if err != nil {
 		return err
 	}
@@ -79,8 +79,8 @@ func AdmissionWait(err error) bool {
 // awaitPod reports, as pending, what kube-scheduler says about the allocation pod: its
 // PodScheduled=False message (for example "0/3 nodes are available: 3 cannot allocate all
 // claims"). `draforge explain claim/NAME` adds the allocator's per-request explanation.
-func (d *Driver) awaitPod(_ context.Context, obj *unstructured.Unstructured) error {
-	claim, err := typedClaim(obj)
+func (d *Driver) awaitPod(ctx context.Context, obj *unstructured.Unstructured) error {
+	claim, err := typedClaim(ctx, obj)
 	if err != nil {
 		return err
 	}
@@ -104,8 +104,8 @@ func SchedulingMessage(claim *resourcev1.ResourceClaim, pod *corev1.Pod) string 
 
 // reservedForPod holds when kube-scheduler allocated the claim for its allocation pod and bound
 // the pod: the scheduler is done with both.
-func (d *Driver) reservedForPod(_ context.Context, obj *unstructured.Unstructured) (engine.Fact, error) {
-	claim, err := typedClaim(obj)
+func (d *Driver) reservedForPod(ctx context.Context, obj *unstructured.Unstructured) (engine.Fact, error) {
+	claim, err := typedClaim(ctx, obj)
 	if err != nil {
 		return engine.Fact{}, err
 	}
@@ -124,7 +124,7 @@ func (d *Driver) reservedForPod(_ context.Context, obj *unstructured.Unstructure
 // complete deletes the allocation pod once the claim is taken over (its finalizer removed)
 // and counts the allocation.
 func (d *Driver) complete(ctx context.Context, obj *unstructured.Unstructured) error {
-	claim, err := typedClaim(obj)
+	claim, err := typedClaim(ctx, obj)
 	if err != nil {
 		return err
 	}
@@ -138,7 +138,7 @@ func (d *Driver) complete(ctx context.Context, obj *unstructured.Unstructured) e
 // deletePod deletes the allocation pod of a claim that no longer needs it (deleted, or now
 // used by a pod kube-scheduler schedules).
 func (d *Driver) deletePod(ctx context.Context, obj *unstructured.Unstructured) error {
-	claim, err := typedClaim(obj)
+	claim, err := typedClaim(ctx, obj)
 	if err != nil {
 		return err
 	}

@@ -78,8 +78,8 @@ func Register(reg *engine.Registry, inf *engine.Informers, kube kubernetes.Inter
 
 // needsSimulatedAllocation: a standalone claim waits for devices and the simulator allocates
 // (--allocator simulator).
-func (d *Driver) needsSimulatedAllocation(_ context.Context, obj *unstructured.Unstructured) (engine.Fact, error) {
-	claim, err := typedClaim(obj)
+func (d *Driver) needsSimulatedAllocation(ctx context.Context, obj *unstructured.Unstructured) (engine.Fact, error) {
+	claim, err := typedClaim(ctx, obj)
 	if err != nil {
 		return engine.Fact{}, err
 	}
@@ -88,16 +88,18 @@ func (d *Driver) needsSimulatedAllocation(_ context.Context, obj *unstructured.U
 
 // needsAllocationPod: a standalone claim waits for devices and kube-scheduler allocates it
 // through an allocation pod (--allocator kube-scheduler).
-func (d *Driver) needsAllocationPod(_ context.Context, obj *unstructured.Unstructured) (engine.Fact, error) {
-	claim, err := typedClaim(obj)
+func (d *Driver) needsAllocationPod(ctx context.Context, obj *unstructured.Unstructured) (engine.Fact, error) {
+	claim, err := typedClaim(ctx, obj)
 	if err != nil {
 		return engine.Fact{}, err
 	}
 	return NeedsAllocation(KubeScheduler, d.Mode, claim, d.Pods.PodsFor(claim)), nil
 }
 
-func typedClaim(obj *unstructured.Unstructured) (*resourcev1.ResourceClaim, error) {
-	claim, ok := engine.Typed[resourcev1.ResourceClaim](obj)
+// typedClaim returns the pass's claim as the API type, converted once per pass; callers must
+// not change it.
+func typedClaim(ctx context.Context, obj *unstructured.Unstructured) (*resourcev1.ResourceClaim, error) {
+	claim, ok := engine.PassTyped[resourcev1.ResourceClaim](ctx, obj)
 	if !ok {
 		return nil, fmt.Errorf("not a ResourceClaim: %s", obj.GetKind())
 	}
@@ -108,7 +110,7 @@ func typedClaim(obj *unstructured.Unstructured) (*resourcev1.ResourceClaim, erro
 // no concurrent pass can take them) and writes status.allocation. The write carries the cached
 // resourceVersion: if the claim changed meanwhile it conflicts and the reservation is released.
 func (d *Driver) allocate(ctx context.Context, obj *unstructured.Unstructured) error {
-	claim, err := typedClaim(obj)
+	claim, err := typedClaim(ctx, obj)
 	if err != nil {
 		return err
 	}
@@ -134,6 +136,7 @@ func (d *Driver) allocate(ctx context.Context, obj *unstructured.Unstructured) e
 	}
 	now := metav1.Now()
 	result.AllocationTimestamp = &now
+	claim = claim.DeepCopy()
 	claim.Status.Allocation = result
 	if _, err := d.kube.ResourceV1().ResourceClaims(claim.Namespace).UpdateStatus(ctx, claim, metav1.UpdateOptions{}); err != nil {
 		// Only a definite rejection frees the devices: after a timeout or a dropped connection

@@ -43,12 +43,16 @@ type Driver struct {
 }
 
 // Register registers the pod machine's observations and actions.
-func Register(reg *engine.Registry, inf *engine.Informers, kube kubernetes.Interface) *Driver {
+func Register(reg *engine.Registry, inf *engine.Informers, kube kubernetes.Interface) (*Driver, error) {
 	d := &Driver{inf: inf, kube: kube}
 	// The caches read below (claims are the claim machine's own informer).
 	inf.For(gvr.Nodes)
-	inf.For(gvr.ResourceClaims)
 	inf.For(gvr.ResourceSlices)
+	// slicePods runs on every slice event: it finds the claims holding a pool's devices by
+	// index, not by decoding every cached claim.
+	if err := inf.For(gvr.ResourceClaims).AddIndexers(cache.Indexers{byReservedPool: reservedPools}); err != nil {
+		return nil, err
+	}
 	reg.Observation("podOnSimulatedNode", d.onSimulatedNode)
 	reg.Observation("podClaimsReserved", d.claimsReserved)
 	reg.Observation("podDeviceHealth", d.deviceHealth)
@@ -58,19 +62,75 @@ func Register(reg *engine.Registry, inf *engine.Informers, kube kubernetes.Inter
 	reg.Action("unprepareClaims", d.unprepare)
 	reg.Mapper("claimPods", claimPods)
 	reg.Mapper("slicePods", d.slicePods)
-	return d
+	return d, nil
 }
 
-// claimPods maps a claim to the pods it is reserved for.
+// claimPods maps a claim to the pods it is reserved for. It runs on every claim event, so it
+// reads status.reservedFor without converting the cached claim.
 func claimPods(obj metav1.Object) []cache.ObjectName {
-	claim, ok := engine.Typed[resourcev1.ResourceClaim](obj)
+	if claim, ok := obj.(*resourcev1.ResourceClaim); ok {
+		var out []cache.ObjectName
+		for _, r := range claim.Status.ReservedFor {
+			if r.Resource == "pods" && r.APIGroup == "" {
+				out = append(out, cache.ObjectName{Namespace: claim.Namespace, Name: r.Name})
+			}
+		}
+		return out
+	}
+	u, ok := obj.(*unstructured.Unstructured)
 	if !ok {
 		return nil
 	}
 	var out []cache.ObjectName
-	for _, r := range claim.Status.ReservedFor {
-		if r.Resource == "pods" && r.APIGroup == "" {
-			out = append(out, cache.ObjectName{Namespace: claim.Namespace, Name: r.Name})
+	for _, r := range nestedMaps(u.Object, "status", "reservedFor") {
+		if r["resource"] == "pods" && (r["apiGroup"] == nil || r["apiGroup"] == "") {
+			if name, _ := r["name"].(string); name != "" {
+				out = append(out, cache.ObjectName{Namespace: u.GetNamespace(), Name: name})
+			}
+		}
+	}
+	return out
+}
+
+// byReservedPool indexes claims that are allocated and reserved by the driver/pool of each
+// allocated device.
+const byReservedPool = "reservedPool"
+
+// reservedPools is the byReservedPool index function.
+func reservedPools(obj any) ([]string, error) {
+	var keys []string
+	if claim, ok := obj.(*resourcev1.ResourceClaim); ok {
+		if claim.Status.Allocation == nil || len(claim.Status.ReservedFor) == 0 {
+			return nil, nil
+		}
+		for _, r := range claim.Status.Allocation.Devices.Results {
+			keys = append(keys, r.Driver+"/"+r.Pool)
+		}
+		return keys, nil
+	}
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok || len(nestedMaps(u.Object, "status", "reservedFor")) == 0 {
+		return nil, nil
+	}
+	for _, r := range nestedMaps(u.Object, "status", "allocation", "devices", "results") {
+		driver, _ := r["driver"].(string)
+		pool, _ := r["pool"].(string)
+		keys = append(keys, driver+"/"+pool)
+	}
+	return keys, nil
+}
+
+// nestedMaps returns the objects of the list at path, without copying (nil when absent).
+func nestedMaps(obj map[string]any, path ...string) []map[string]any {
+	v, ok, _ := unstructured.NestedFieldNoCopy(obj, path...)
+	list, _ := v.([]any)
+	if !ok || len(list) == 0 {
+		return nil
+	}
+	out := make([]map[string]any, 0, len(list))
+	for _, e := range list {
+		if m, ok := e.(map[string]any); ok {
+			out = append(out, m)
 		}
 	}
 	return out
@@ -83,24 +143,20 @@ func (d *Driver) slicePods(obj metav1.Object) []cache.ObjectName {
 	if !ok {
 		return nil
 	}
-	driver, pool := s.Driver(), s.Pool().Name
+	claims, _ := d.inf.For(gvr.ResourceClaims).GetIndexer().ByIndex(byReservedPool, s.Driver()+"/"+s.Pool().Name)
 	var out []cache.ObjectName
-	for _, o := range d.inf.For(gvr.ResourceClaims).GetStore().List() {
-		claim, ok := engine.Typed[resourcev1.ResourceClaim](o)
-		if !ok || claim.Status.Allocation == nil || len(claim.Status.ReservedFor) == 0 {
-			continue
-		}
-		if slices.ContainsFunc(claim.Status.Allocation.Devices.Results, func(r resourcev1.DeviceRequestAllocationResult) bool {
-			return r.Driver == driver && r.Pool == pool
-		}) {
-			out = append(out, claimPods(claim)...)
+	for _, o := range claims {
+		if m, ok := o.(metav1.Object); ok {
+			out = append(out, claimPods(m)...)
 		}
 	}
 	return out
 }
 
-func typedPod(obj *unstructured.Unstructured) (*corev1.Pod, error) {
-	pod, ok := engine.Typed[corev1.Pod](obj)
+// typedPod returns the pass's pod as the API type, converted once per pass; callers must not
+// change it.
+func typedPod(ctx context.Context, obj *unstructured.Unstructured) (*corev1.Pod, error) {
+	pod, ok := engine.PassTyped[corev1.Pod](ctx, obj)
 	if !ok {
 		return nil, fmt.Errorf("not a Pod: %s", obj.GetKind())
 	}
@@ -176,8 +232,8 @@ func (d *Driver) claims(pod *corev1.Pod) ([]podClaim, string) {
 
 // claimsReserved holds when every claim of the pod exists, is allocated and lists the pod in
 // reservedFor: what the kubelet checks before it prepares (pkg/kubelet/cm/dra/manager.go).
-func (d *Driver) claimsReserved(_ context.Context, obj *unstructured.Unstructured) (engine.Fact, error) {
-	pod, err := typedPod(obj)
+func (d *Driver) claimsReserved(ctx context.Context, obj *unstructured.Unstructured) (engine.Fact, error) {
+	pod, err := typedPod(ctx, obj)
 	if err != nil {
 		return engine.Fact{}, err
 	}
@@ -201,7 +257,7 @@ func (d *Driver) claimsReserved(_ context.Context, obj *unstructured.Unstructure
 // prepare writes status.devices of every claim, as the node's DRA plugins do in
 // NodePrepareResources.
 func (d *Driver) prepare(ctx context.Context, obj *unstructured.Unstructured) error {
-	pod, err := typedPod(obj)
+	pod, err := typedPod(ctx, obj)
 	if err != nil {
 		return err
 	}
@@ -227,7 +283,7 @@ func (d *Driver) prepare(ctx context.Context, obj *unstructured.Unstructured) er
 // unprepare removes what prepare wrote (NodeUnprepareResources). A claim already gone or
 // deallocated has nothing left to clear.
 func (d *Driver) unprepare(ctx context.Context, obj *unstructured.Unstructured) error {
-	pod, err := typedPod(obj)
+	pod, err := typedPod(ctx, obj)
 	if err != nil {
 		return err
 	}
@@ -391,8 +447,8 @@ func (d *Driver) deviceHealthOf(driver, pool, device string) corev1.ResourceHeal
 }
 
 // deviceHealth's message is the JSON of Health, for the machine's containerStatuses template.
-func (d *Driver) deviceHealth(_ context.Context, obj *unstructured.Unstructured) (engine.Fact, error) {
-	pod, err := typedPod(obj)
+func (d *Driver) deviceHealth(ctx context.Context, obj *unstructured.Unstructured) (engine.Fact, error) {
+	pod, err := typedPod(ctx, obj)
 	if err != nil {
 		return engine.Fact{}, err
 	}
@@ -405,8 +461,8 @@ func (d *Driver) deviceHealth(_ context.Context, obj *unstructured.Unstructured)
 
 // deviceHealthChanged holds when a running container's allocatedResourcesStatus differs from
 // the devices' health now (the kubelet updates the pod status on a health change).
-func (d *Driver) deviceHealthChanged(_ context.Context, obj *unstructured.Unstructured) (engine.Fact, error) {
-	pod, err := typedPod(obj)
+func (d *Driver) deviceHealthChanged(ctx context.Context, obj *unstructured.Unstructured) (engine.Fact, error) {
+	pod, err := typedPod(ctx, obj)
 	if err != nil {
 		return engine.Fact{}, err
 	}

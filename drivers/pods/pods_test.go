@@ -33,7 +33,10 @@ func fixture(t *testing.T) (*Driver, *corev1.Pod) {
 		gvr.ResourceSlices: "ResourceSliceList", gvr.ResourceClaims: "ResourceClaimList", gvr.Nodes: "NodeList",
 	})
 	inf := engine.NewInformers(client)
-	d := Register(engine.NewRegistry(), inf, nil)
+	d, err := Register(engine.NewRegistry(), inf, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	add := func(g schema.GroupVersionResource, o any) {
 		if err := inf.For(g).GetStore().Add(o); err != nil {
 			t.Fatal(err)
@@ -157,6 +160,36 @@ func TestMappersAndNetwork(t *testing.T) {
 	s, _, _ := d.inf.For(gvr.ResourceSlices).GetStore().GetByKey("s")
 	if got := d.slicePods(s.(*compactslice.Slice)); len(got) != 1 || got[0].Name != "w" {
 		t.Errorf("slicePods %v", got)
+	}
+	// The controller caches claims unstructured: the same answers from the decoded form, and
+	// a claim not reserved, or reserved on another pool, is not mapped from the slice.
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(claim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &unstructured.Unstructured{Object: m}
+	if got := claimPods(u); len(got) != 1 || got[0] != (cache.ObjectName{Namespace: "ns", Name: "w"}) {
+		t.Errorf("claimPods (unstructured) %v", got)
+	}
+	if keys, _ := reservedPools(u); len(keys) != 3 || keys[0] != driver+"/p" {
+		t.Errorf("reservedPools (unstructured) %v", keys)
+	}
+	other := claim.DeepCopy()
+	other.Name = "other"
+	other.Status.Allocation.Devices.Results[0].Pool = "q"
+	other.Status.Allocation.Devices.Results = other.Status.Allocation.Devices.Results[:1]
+	unreserved := claim.DeepCopy()
+	unreserved.Name, unreserved.Status.ReservedFor = "unreserved", nil
+	for _, c := range []*resourcev1.ResourceClaim{other, unreserved} {
+		if err := d.inf.For(gvr.ResourceClaims).GetStore().Add(c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := d.slicePods(s.(*compactslice.Slice)); len(got) != 1 || got[0].Name != "w" {
+		t.Errorf("slicePods with claims elsewhere %v", got)
+	}
+	if keys, _ := reservedPools(unreserved); keys != nil {
+		t.Errorf("unreserved claim indexed under %v", keys)
 	}
 	if network("p", "gpu-0") != nil || network("p", "nic-x") != nil {
 		t.Error("only nic-<i> devices have network data")

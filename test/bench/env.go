@@ -365,13 +365,20 @@ func (e *Env) StartControllerWith(ctx context.Context, kubeconfig string, args .
 	// --allocator simulator: the bench's controller phases measure the simulator's own
 	// allocator (kube-scheduler runs only where its side is measured; template claims of the
 	// workloads phase are kube-scheduler's in either mode).
-	argv := append([]string{e.Bin, "controller", "--kubeconfig", kubeconfig, "--runtime-address", addr,
-		"--kube-api-qps", strconv.Itoa(QPS), "--kube-api-burst", strconv.Itoa(Burst), "--allocator", "simulator"}, args...)
+	argv := []string{e.Bin, "controller", "--kubeconfig", kubeconfig, "--runtime-address", addr,
+		"--kube-api-qps", strconv.Itoa(QPS), "--kube-api-burst", strconv.Itoa(Burst), "--allocator", "simulator"}
+	if os.Getenv(ProfileDirEnv) != "" {
+		argv = append(argv, "--profiling")
+	}
+	argv = append(argv, args...)
 	p, err := e.Cluster.Spawn(name, argv)
 	if err != nil {
 		return nil, err
 	}
 	c := &Controller{Name: name, Addr: addr, Log: p.Log, Pid: p.Pid, e: e}
+	if dir := os.Getenv(ProfileDirEnv); dir != "" {
+		go c.profile(ctx, dir)
+	}
 	if err := poll(ctx, 60*time.Second, func() (bool, error) {
 		code, _ := c.get("/readyz")
 		return code == http.StatusOK, nil
@@ -380,6 +387,32 @@ func (e *Env) StartControllerWith(ctx context.Context, kubeconfig string, args .
 		return nil, fmt.Errorf("controller not ready: %w\n%s", err, tail(p.Log, 20))
 	}
 	return c, nil
+}
+
+// ProfileDirEnv names a directory: when set, every bench controller runs with --profiling and
+// its CPU profile is saved there in 5 s pieces (NAME-N.pprof; merge them with go tool pprof).
+const ProfileDirEnv = "DRAFORGE_BENCH_PROFILE_DIR"
+
+// profile saves the controller's CPU profile in 5 s pieces until it stops.
+func (c *Controller) profile(ctx context.Context, dir string) {
+	client := http.Client{Timeout: 30 * time.Second}
+	for i := 0; ctx.Err() == nil; i++ {
+		resp, err := client.Get("http://" + c.Addr + "/debug/pprof/profile?seconds=5")
+		if err != nil {
+			if i > 0 {
+				return // stopped
+			}
+			time.Sleep(100 * time.Millisecond)
+			i--
+			continue
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK {
+			return
+		}
+		_ = os.WriteFile(filepath.Join(dir, fmt.Sprintf("%s-%03d.pprof", c.Name, i)), b, 0o644)
+	}
 }
 
 // Stop ends the controller (SIGTERM, then SIGKILL after 10s).

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/pprof"
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
@@ -33,6 +34,8 @@ type controllerOptions struct {
 	// allocatorName is --allocator; allocator is it parsed.
 	allocatorName string
 	allocator     claims.Mode
+	// profiling serves net/http/pprof on the runtime address (as kube components' --profiling).
+	profiling bool
 	lifecycle
 	leader leader.Config
 }
@@ -58,6 +61,7 @@ func newController(kf *kubeFlags) *cobra.Command {
 	f.StringVar(&o.allocatorName, "allocator", string(claims.KubeScheduler), "who allocates standalone claims (claims no pod uses): "+
 		"kube-scheduler (through a short-lived allocation pod per claim, so kube-scheduler is the only allocator and no device is allocated twice) "+
 		"or simulator (the simulator's own allocator, for control planes without kube-scheduler; with kube-scheduler running both may pick the same device)")
+	f.BoolVar(&o.profiling, "profiling", false, "serve Go profiles at /debug/pprof/ on the runtime address (unauthenticated: keep the address private)")
 	o.lifecycle.addFlags(f, "graceful shutdown limit after SIGINT/SIGTERM")
 	o.leader.AddFlags(f)
 	return cmd
@@ -125,6 +129,11 @@ func runController(ctx context.Context, kf *kubeFlags, o *controllerOptions) err
 	// Read-only state and transition history of one object, for draforge serve --controller-url.
 	mux.Handle("GET /debug/machines/{machine}/{namespace}/{name}", eng.DebugHandler())
 	mux.Handle("GET /debug/machines/{machine}/{name}", eng.DebugHandler()) // cluster-scoped (node)
+	if o.profiling {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	server := &health.Server{Addr: o.runtimeAddr, Handler: mux, ShutdownTimeout: o.shutdownWithin}
 
 	log.Info().Int("machines", len(machines)).Bool("leaderElect", o.leader.Enabled).Str("allocator", string(o.allocator)).Str("runtimeAddress", o.runtimeAddr).
