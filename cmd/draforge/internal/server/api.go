@@ -16,15 +16,15 @@ func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
 	snap := func(fn func(http.ResponseWriter, *http.Request, *view)) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {
-			v := s.store.current()
-			if v == nil {
+			g := s.store.current()
+			if g == nil {
 				w.Header().Set("Retry-After", "1")
 				writeError(w, http.StatusServiceUnavailable, codeNotReady, "the informer caches have not produced a snapshot yet")
 				return
 			}
 			w.Header().Set("Cache-Control", "no-cache")
-			w.Header().Set("X-Snapshot-Version", itoa(v.version))
-			fn(w, r, v)
+			w.Header().Set("X-Snapshot-Version", itoa(g.version))
+			fn(w, r, g.view())
 		}
 	}
 	mux.HandleFunc("GET /api/version", func(w http.ResponseWriter, _ *http.Request) {

@@ -34,7 +34,7 @@ func TestDashboardRenders(t *testing.T) {
 	s, ts := newTestServer(t, Options{Readiness: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "not_ready", "ready": false, "reason": "kubernetes_api_unavailable"})
 	})})
-	s.Publish(inventorytest.Healthy(), nil)
+	s.Publish(inventorytest.Healthy, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	dom, err := browser.RenderedDOM(ctx, ts.URL+"/", dashboardLoaded+` && document.getElementById("explain-summary")`)

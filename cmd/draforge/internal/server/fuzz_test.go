@@ -40,7 +40,7 @@ func FuzzAPI(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Cleanup(srv.Close)
-	srv.Publish(inventorytest.Healthy(), nil)
+	srv.Publish(inventorytest.Healthy, nil)
 	h := srv.Handler()
 	allowed := map[int]bool{200: true, 204: true, 301: true, 304: true, 307: true, 308: true, 400: true, 403: true, 404: true, 405: true, 429: true, 503: true}
 	f.Fuzz(func(t *testing.T, method, path, origin string) {

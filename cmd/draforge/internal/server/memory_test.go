@@ -3,6 +3,8 @@ package server
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"runtime"
 	"testing"
 	"time"
@@ -16,9 +18,15 @@ import (
 	"github.com/draforge/draforge/test/bench"
 )
 
+// viewIdle replaces the server's ViewIdle [30s] in the measurement, so it need not wait that long.
+const viewIdle = 100 * time.Millisecond
+
 // serveMemory builds serve's caches as `draforge serve` does (informers with the drivers' typed
-// forms, the machines' reader and their informers, the watcher and the server holding the
-// snapshot) over n decoded objects of kind, and returns the live heap bytes per object.
+// forms, the machines' reader and their informers, the watcher and the server) over n decoded
+// objects of kind, and returns the live heap bytes per object that serve retains in steady state:
+// after its snapshot has been published and served (requests that need every typed object and
+// derived view) and then left unused for the server's ViewIdle, which drops the typed view until
+// the next request builds it again.
 func serveMemory(kind string, n int) (float64, error) {
 	client, err := bench.MemoryClient(kind, n)
 	if err != nil {
@@ -42,7 +50,7 @@ func serveMemory(kind string, n int) (float64, error) {
 		return 0, err
 	}
 	srv, err := New(Options{Addr: "127.0.0.1:0", Log: zerolog.Nop(), Registry: prometheus.NewRegistry(),
-		Machines: &EngineMachines{Engine: states}})
+		Machines: &EngineMachines{Engine: states}, ViewIdle: viewIdle})
 	if err != nil {
 		return 0, err
 	}
@@ -60,6 +68,19 @@ func serveMemory(kind string, n int) (float64, error) {
 			return 0, fmt.Errorf("no snapshot within a minute")
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+	for _, path := range []string{"/api/summary", "/api/devices", "/api/claims", "/api/pods", "/api/graph", "/api/doctor"} {
+		rec := httptest.NewRecorder()
+		srv.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		if rec.Code != http.StatusOK {
+			return 0, fmt.Errorf("GET %s: %d %s", path, rec.Code, rec.Body)
+		}
+	}
+	for held(srv.store.current()) {
+		if time.Now().After(deadline) {
+			return 0, fmt.Errorf("the snapshot view is still held %v after its last use", viewIdle)
+		}
+		time.Sleep(viewIdle / 2)
 	}
 	time.Sleep(500 * time.Millisecond)
 	after := bench.LiveHeap()

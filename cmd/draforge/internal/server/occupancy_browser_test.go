@@ -75,7 +75,7 @@ const occupancyLoaded = dashboardLoaded + ` && document.body.dataset.occupancy =
 func TestOccupancyThousandNodes(t *testing.T) {
 	requireBrowser(t)
 	s, ts := newTestServer(t, Options{})
-	s.Publish(thousandNodes(), nil)
+	s.Publish(thousandNodes, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	dom, err := browser.RenderedDOM(ctx, ts.URL+"/#nodes", occupancyLoaded)
@@ -117,7 +117,7 @@ func TestOccupancyThousandNodes(t *testing.T) {
 func TestOccupancyFilterAndDrillDown(t *testing.T) {
 	requireBrowser(t)
 	s, ts := newTestServer(t, Options{})
-	s.Publish(thousandNodes(), nil)
+	s.Publish(thousandNodes, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	dom, err := browser.RenderedDOM(ctx, ts.URL+"/#nodes?q=draforge.io/rack=rack-9&state=tainted&node=sim-0990", occupancyLoaded+` && document.getElementById("occ-node-title")`)
@@ -146,7 +146,7 @@ func TestOccupancyFilterAndDrillDown(t *testing.T) {
 func TestDashboardExplainsPod(t *testing.T) {
 	requireBrowser(t)
 	s, ts := newTestServer(t, Options{})
-	s.Publish(withPendingPod(), nil)
+	s.Publish(withPendingPod, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	dom, err := browser.RenderedDOM(ctx, ts.URL+"/#pods?explain=demo%2Fstuck", dashboardLoaded+` && document.getElementById("pod-explain-summary")`)
@@ -184,7 +184,7 @@ func TestDashboardExplainThousandNodes(t *testing.T) {
 	big := it.Claim("demo", "big", "gpu")
 	big.Spec.Devices.Requests[0].Exactly.Count = 9 // more than any node has
 	snap.Claims = append(snap.Claims, big)
-	s.Publish(snap.Sort(), nil)
+	s.Publish(fixed(snap.Sort()), nil)
 	loaded := dashboardLoaded + ` && document.getElementById("explain-summary") && document.body.dataset.explainMs`
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()

@@ -26,7 +26,7 @@ func withPendingPod() *inventory.Snapshot {
 
 func TestPodRoutes(t *testing.T) {
 	s, ts := newTestServer(t, Options{})
-	s.Publish(withPendingPod(), nil)
+	s.Publish(withPendingPod, nil)
 	get := func(path string, status int) []byte {
 		t.Helper()
 		resp, b := do(t, "GET", ts.URL+path, nil)
@@ -99,13 +99,13 @@ func TestPodRoutes(t *testing.T) {
 // follows the new snapshot.
 func TestPodChangeStreams(t *testing.T) {
 	s, ts := newTestServer(t, Options{Heartbeat: time.Hour})
-	s.Publish(inventorytest.Healthy(), nil)
+	s.Publish(inventorytest.Healthy, nil)
 	_, r := openStream(t, ts.URL, nil)
 	if first := r.next(false); first.Event != EventSnapshot || !strings.Contains(first.Data, `"draPods":{"Pending":1}`) {
 		t.Fatalf("first %+v", first)
 	}
 	snap := withPendingPod()
-	s.Publish(snap, []Change{{Kind: "Pod", Namespace: "demo", Name: "stuck", Op: OpAdd}})
+	s.Publish(fixed(snap), []Change{{Kind: "Pod", Namespace: "demo", Name: "stuck", Op: OpAdd}})
 	ev := r.next(false)
 	if ev.Event != EventChange || !strings.Contains(ev.Data, `{"kind":"Pod","namespace":"demo","name":"stuck","op":"add"}`) || !strings.Contains(ev.Data, `"draPods":{"Pending":2}`) {
 		t.Fatalf("change %+v", ev)
@@ -123,7 +123,7 @@ func TestPodChangeStreams(t *testing.T) {
 			p.Spec.NodeName, p.Status.Phase, p.Status.Conditions = "node-b", corev1.PodRunning, nil
 		}
 	}
-	s.Publish(next, []Change{{Kind: "Pod", Namespace: "demo", Name: "stuck", Op: OpUpdate}, {Kind: "ResourceClaim", Namespace: "demo", Name: "waiting", Op: OpUpdate}})
+	s.Publish(fixed(next), []Change{{Kind: "Pod", Namespace: "demo", Name: "stuck", Op: OpUpdate}, {Kind: "ResourceClaim", Namespace: "demo", Name: "waiting", Op: OpUpdate}})
 	if ev := r.next(false); !strings.Contains(ev.Data, `"draPods":{"Pending":1,"Running":1}`) {
 		t.Errorf("change %+v", ev)
 	}

@@ -51,7 +51,10 @@ type Options struct {
 	WriteTimeout time.Duration
 	// MaxChanges is the number of changes a change event lists before it only says truncated [100].
 	MaxChanges int
-	Now        func() time.Time
+	// ViewIdle is how long the current snapshot's typed objects and derived views are kept
+	// after their last use before they are dropped, to be built again on demand [30s].
+	ViewIdle time.Duration
+	Now      func() time.Time
 }
 
 func (o *Options) defaults() {
@@ -71,6 +74,7 @@ func (o *Options) defaults() {
 	def(&o.ShutdownTimeout, 5*time.Second)
 	def(&o.ReadTimeout, 10*time.Second)
 	def(&o.WriteTimeout, 30*time.Second)
+	def(&o.ViewIdle, 30*time.Second)
 	defInt(&o.RingSize, 256)
 	defInt(&o.ClientBuffer, 16)
 	defInt(&o.MaxStreams, 512)
@@ -138,22 +142,24 @@ func New(o Options) (*Server, error) {
 // Handler is the whole HTTP handler (middleware included).
 func (s *Server) Handler() http.Handler { return s.handler }
 
-// Publish makes snap the current snapshot and sends one change event listing changes (all of
-// them, or truncated when there are more than MaxChanges or the caller could not say: nil).
-// snap must be sorted (inventory.Snapshot.Sort) and is not modified afterwards.
-func (s *Server) Publish(snap *inventory.Snapshot, changes []Change) {
+// Publish makes the snapshot of source the current one and sends one change event listing
+// changes (all of them, or truncated when there are more than MaxChanges or the caller could not
+// say: nil). source is called now and again whenever the snapshot is needed after it was dropped
+// (see ViewIdle); each call must return a sorted (inventory.Snapshot.Sort) snapshot of the same
+// objects, not modified afterwards.
+func (s *Server) Publish(source func() *inventory.Snapshot, changes []Change) {
 	s.pubMu.Lock()
 	defer s.pubMu.Unlock()
 	s.version++
-	v := newView(s.version, s.o.Now(), snap)
-	s.store.set(v)
+	g := newGeneration(s.version, s.o.Now(), source, s.o.ViewIdle)
+	s.store.set(g)
 	s.metrics.snapshots.Inc()
 	truncated := changes == nil || len(changes) > s.o.MaxChanges
 	if truncated {
 		changes = nil
 	}
 	s.hub.publish(EventChange, func(id uint64) []byte {
-		b, _ := marshal(changeData{Version: v.version, Changes: changes, Truncated: truncated, Counts: v.counts})
+		b, _ := marshal(changeData{Version: g.version, Changes: changes, Truncated: truncated, Counts: g.counts})
 		return b
 	})
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/draforge/draforge/cmd/draforge/internal/inventory"
 	"github.com/draforge/draforge/cmd/draforge/internal/inventory/inventorytest"
 	"github.com/draforge/draforge/engine"
 )
@@ -33,6 +34,11 @@ func (fakeMachines) Machine(_ context.Context, m, ns, name string) (*MachineView
 		return nil, engine.ErrObjectNotFound
 	}
 	return &MachineView{Machine: m, Namespace: ns, Name: name, State: "allocated", HistorySource: "none"}, nil
+}
+
+// fixed is a Publish source that always returns snap.
+func fixed(snap *inventory.Snapshot) func() *inventory.Snapshot {
+	return func() *inventory.Snapshot { return snap }
 }
 
 func newTestServer(t *testing.T, o Options) (*Server, *httptest.Server) {
@@ -97,7 +103,7 @@ func TestNotReadyBeforeFirstSnapshot(t *testing.T) {
 
 func TestRoutes(t *testing.T) {
 	s, ts := newTestServer(t, Options{})
-	s.Publish(inventorytest.Healthy(), nil)
+	s.Publish(inventorytest.Healthy, nil)
 	type check func(t *testing.T, b []byte)
 	jsonHas := func(subs ...string) check {
 		return func(t *testing.T, b []byte) {
@@ -190,10 +196,10 @@ func TestRoutes(t *testing.T) {
 
 func TestStableOutput(t *testing.T) {
 	s, ts := newTestServer(t, Options{})
-	s.Publish(inventorytest.Healthy(), nil)
+	s.Publish(inventorytest.Healthy, nil)
 	for _, p := range []string{"/api/pools", "/api/devices", "/api/claims", "/api/graph", "/api/doctor"} {
 		_, a := do(t, "GET", ts.URL+p, nil)
-		s.Publish(inventorytest.Healthy(), nil)
+		s.Publish(inventorytest.Healthy, nil)
 		_, b := do(t, "GET", ts.URL+p, nil)
 		a = bytes.ReplaceAll(a, []byte(`"snapshotVersion"`), nil)
 		if p != "/api/doctor" && !bytes.Equal(a, b) {
@@ -204,7 +210,7 @@ func TestStableOutput(t *testing.T) {
 
 func TestETag(t *testing.T) {
 	s, ts := newTestServer(t, Options{})
-	s.Publish(inventorytest.Healthy(), nil)
+	s.Publish(inventorytest.Healthy, nil)
 	resp, _ := do(t, "GET", ts.URL+"/api/pools", nil)
 	tag := resp.Header.Get("ETag")
 	if tag == "" {
@@ -213,7 +219,7 @@ func TestETag(t *testing.T) {
 	if resp, _ := do(t, "GET", ts.URL+"/api/pools", map[string]string{"If-None-Match": tag}); resp.StatusCode != 304 {
 		t.Errorf("same version: %d, want 304", resp.StatusCode)
 	}
-	s.Publish(inventorytest.Healthy(), nil)
+	s.Publish(inventorytest.Healthy, nil)
 	if resp, _ := do(t, "GET", ts.URL+"/api/pools", map[string]string{"If-None-Match": tag}); resp.StatusCode != 200 {
 		t.Errorf("new version: %d, want 200", resp.StatusCode)
 	}
@@ -221,7 +227,7 @@ func TestETag(t *testing.T) {
 
 func TestMethodNotAllowed(t *testing.T) {
 	s, ts := newTestServer(t, Options{AllowedOrigins: []string{"https://ok.example"}})
-	s.Publish(inventorytest.Healthy(), nil)
+	s.Publish(inventorytest.Healthy, nil)
 	for _, m := range []string{"POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE", "CONNECT"} {
 		for _, p := range []string{"/api/claims", "/api/stream", "/", "/healthz", "/metrics", "/api/nothing"} {
 			resp, b := do(t, m, ts.URL+p, nil)
@@ -243,7 +249,7 @@ func TestMethodNotAllowed(t *testing.T) {
 
 func TestCORS(t *testing.T) {
 	s, ts := newTestServer(t, Options{AllowedOrigins: []string{"https://ok.example", "http://localhost:3000"}})
-	s.Publish(inventorytest.Healthy(), nil)
+	s.Publish(inventorytest.Healthy, nil)
 	for _, tc := range []struct {
 		origin string
 		allow  bool
@@ -295,7 +301,7 @@ func TestParseOrigins(t *testing.T) {
 
 func TestSecurityHeadersEverywhere(t *testing.T) {
 	s, ts := newTestServer(t, Options{})
-	s.Publish(inventorytest.Healthy(), nil)
+	s.Publish(inventorytest.Healthy, nil)
 	for _, tc := range []struct{ method, path string }{
 		{"GET", "/"}, {"GET", "/app.js"}, {"GET", "/api/pools"}, {"GET", "/api/nothing"}, {"POST", "/api/pools"},
 		{"GET", "/healthz"}, {"GET", "/readyz"}, {"GET", "/metrics"}, {"GET", "/api/explain/x/y"},
@@ -324,7 +330,7 @@ func TestSecurityHeadersEverywhere(t *testing.T) {
 func TestRequestLogOmitsQuery(t *testing.T) {
 	var buf bytes.Buffer
 	s, ts := newTestServer(t, Options{Log: zerolog.New(&buf)})
-	s.Publish(inventorytest.Healthy(), nil)
+	s.Publish(inventorytest.Healthy, nil)
 	do(t, "GET", ts.URL+"/api/pools?token=s3cret", nil)
 	if !strings.Contains(buf.String(), `"path":"/api/pools"`) || strings.Contains(buf.String(), "s3cret") {
 		t.Errorf("log: %s", buf.String())
@@ -406,7 +412,7 @@ func (r *sseReader) next(comments bool) sseMsg {
 
 func TestStream(t *testing.T) {
 	s, ts := newTestServer(t, Options{Heartbeat: time.Hour})
-	s.Publish(inventorytest.Healthy(), nil) // id 1
+	s.Publish(inventorytest.Healthy, nil) // id 1
 	resp, r := openStream(t, ts.URL, nil)
 	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
 		t.Fatalf("Content-Type %q", ct)
@@ -418,7 +424,7 @@ func TestStream(t *testing.T) {
 	if first.Event != EventSnapshot || first.ID != "1" || !strings.Contains(first.Data, `"claims":2`) {
 		t.Fatalf("first event %+v", first)
 	}
-	s.Publish(inventorytest.Healthy(), []Change{{Kind: "ResourceClaim", Namespace: "demo", Name: "new", Op: OpAdd}})
+	s.Publish(inventorytest.Healthy, []Change{{Kind: "ResourceClaim", Namespace: "demo", Name: "new", Op: OpAdd}})
 	ev := r.next(false)
 	if ev.Event != EventChange || ev.ID != "2" || !strings.Contains(ev.Data, `{"kind":"ResourceClaim","namespace":"demo","name":"new","op":"add"}`) {
 		t.Fatalf("change event %+v", ev)
@@ -427,7 +433,7 @@ func TestStream(t *testing.T) {
 	for i := range many {
 		many[i] = Change{Kind: "Pod", Namespace: "demo", Name: fmt.Sprint(i), Op: OpAdd}
 	}
-	s.Publish(inventorytest.Healthy(), many)
+	s.Publish(inventorytest.Healthy, many)
 	if ev := r.next(false); ev.ID != "3" || !strings.Contains(ev.Data, `"truncated":true`) || strings.Contains(ev.Data, `"kind":"Pod"`) {
 		t.Errorf("big change not truncated: %+v", ev)
 	}
@@ -435,7 +441,7 @@ func TestStream(t *testing.T) {
 
 func TestStreamHeartbeat(t *testing.T) {
 	s, ts := newTestServer(t, Options{Heartbeat: 50 * time.Millisecond})
-	s.Publish(inventorytest.Healthy(), nil)
+	s.Publish(inventorytest.Healthy, nil)
 	_, r := openStream(t, ts.URL, nil)
 	r.next(false)
 	for range 2 {
@@ -448,7 +454,7 @@ func TestStreamHeartbeat(t *testing.T) {
 func TestStreamResume(t *testing.T) {
 	s, ts := newTestServer(t, Options{RingSize: 3, Heartbeat: time.Hour})
 	for i := range 5 { // ids 1..5; the ring keeps 3, 4, 5
-		s.Publish(inventorytest.Healthy(), []Change{{Kind: "ResourceClaim", Namespace: "demo", Name: fmt.Sprint("c", i+1), Op: OpAdd}})
+		s.Publish(inventorytest.Healthy, []Change{{Kind: "ResourceClaim", Namespace: "demo", Name: fmt.Sprint("c", i+1), Op: OpAdd}})
 	}
 	// Known id: replay what came after it, no snapshot.
 	_, r := openStream(t, ts.URL, map[string]string{"Last-Event-ID": "3"})
@@ -457,14 +463,14 @@ func TestStreamResume(t *testing.T) {
 			t.Fatalf("replay: want change %s, got %+v", want, ev)
 		}
 	}
-	s.Publish(inventorytest.Healthy(), []Change{{Kind: "Node", Name: "n", Op: OpDelete}})
+	s.Publish(inventorytest.Healthy, []Change{{Kind: "Node", Name: "n", Op: OpDelete}})
 	if ev := r.next(false); ev.ID != "6" {
 		t.Fatalf("live after replay: %+v", ev)
 	}
 	// Up to date: nothing to replay, the next live event follows.
 	_, r2 := openStream(t, ts.URL, map[string]string{"Last-Event-ID": "6"})
 	time.Sleep(50 * time.Millisecond)
-	s.Publish(inventorytest.Healthy(), nil)
+	s.Publish(inventorytest.Healthy, nil)
 	if ev := r2.next(false); ev.ID != "7" || ev.Event != EventChange {
 		t.Fatalf("up to date client: %+v", ev)
 	}
@@ -518,7 +524,7 @@ func TestSlowClientCoalescedWithoutBlocking(t *testing.T) {
 
 func TestStreamLagSendsSnapshot(t *testing.T) {
 	s, ts := newTestServer(t, Options{ClientBuffer: 1, Heartbeat: time.Hour})
-	s.Publish(inventorytest.Healthy(), nil)
+	s.Publish(inventorytest.Healthy, nil)
 	_, r := openStream(t, ts.URL, nil)
 	r.next(false)
 	// Fill the client's queue behind the hub's back, then publish: the client lags.
@@ -549,7 +555,7 @@ func TestShutdownCancelsStreams(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.Publish(inventorytest.Healthy(), nil)
+	s.Publish(inventorytest.Healthy, nil)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -602,7 +608,7 @@ func TestStreamOutlivesServerTimeouts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.Publish(inventorytest.Healthy(), nil)
+	s.Publish(inventorytest.Healthy, nil)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -618,7 +624,7 @@ func TestStreamOutlivesServerTimeouts(t *testing.T) {
 			t.Fatalf("unexpected %+v", m)
 		}
 	}
-	s.Publish(inventorytest.Healthy(), nil)
+	s.Publish(inventorytest.Healthy, nil)
 	if ev := r.next(false); ev.ID != "2" {
 		t.Fatalf("after 1s: %+v", ev)
 	}

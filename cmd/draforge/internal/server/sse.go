@@ -244,7 +244,11 @@ func (s *Server) write(rc *http.ResponseController, w http.ResponseWriter, b *by
 
 // snapshotEvent tells a client to (re)load everything; its data is the summary.
 func (s *Server) snapshotEvent(id uint64) sseEvent {
-	data, err := marshal(s.summary(s.store.current()))
+	var v *view
+	if g := s.store.current(); g != nil {
+		v = g.view()
+	}
+	data, err := marshal(s.summary(v))
 	if err != nil {
 		data = []byte(`{}`)
 	}

@@ -29,8 +29,72 @@ const (
 	OpDelete = "delete"
 )
 
-// view is one published snapshot and the views derived from it. Everything is computed once per
-// snapshot (eagerly for the cheap views, lazily for the graph), never per request.
+// generation is one published snapshot as serve keeps it at rest: its version, its counts (for
+// change events) and the source that builds its view. The view (the typed objects and what is
+// derived from them, several times the size of the informers' compact caches) is built when a
+// request needs it and dropped once it has been unused for idle, so an idle serve holds only its
+// informer caches.
+type generation struct {
+	version uint64
+	builtAt time.Time
+	counts  Counts
+	source  func() *inventory.Snapshot
+	idle    time.Duration
+
+	mu    sync.Mutex
+	v     *view // nil while dropped
+	used  time.Time
+	timer *time.Timer // runs expire while v is kept
+}
+
+func newGeneration(version uint64, at time.Time, source func() *inventory.Snapshot, idle time.Duration) *generation {
+	g := &generation{version: version, builtAt: at.UTC(), source: source, idle: idle}
+	g.counts = g.view().counts
+	return g
+}
+
+// view returns the generation's view, building it again if it was dropped, and keeps it for
+// another idle period.
+func (g *generation) view() *view {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.v == nil {
+		g.v = newView(g.version, g.builtAt, g.source())
+	}
+	g.used = time.Now()
+	if g.timer == nil {
+		g.timer = time.AfterFunc(g.idle, g.expire)
+	}
+	return g.v
+}
+
+// expire drops the view if it has been unused for idle, or waits for the rest of that time.
+func (g *generation) expire() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.timer == nil { // released meanwhile
+		return
+	}
+	if left := g.idle - time.Since(g.used); left > 0 {
+		g.timer.Reset(left)
+		return
+	}
+	g.v, g.timer = nil, nil
+}
+
+// release drops the view now: a newer generation replaced this one. Requests that hold the view
+// finish with it; a late one builds it again.
+func (g *generation) release() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.timer != nil {
+		g.timer.Stop()
+	}
+	g.v, g.timer = nil, nil
+}
+
+// view is one snapshot and the views derived from it. Everything is computed once per view
+// (eagerly for the cheap views, lazily for the graph), never per request.
 type view struct {
 	version uint64
 	builtAt time.Time
@@ -134,11 +198,11 @@ func (v *view) graphOf() *graph.Graph {
 	return v.graph
 }
 
-// store holds the current view and the doctor facts, and caches the doctor report per
+// store holds the current generation and the doctor facts, and caches the doctor report per
 // (snapshot version, facts version).
 type store struct {
 	mu           sync.RWMutex
-	cur          *view
+	cur          *generation
 	facts        doctor.Facts
 	factsAt      time.Time
 	factsVersion uint64
@@ -149,16 +213,20 @@ type store struct {
 	docVersion uint64
 }
 
-func (st *store) current() *view {
+func (st *store) current() *generation {
 	st.mu.RLock()
 	defer st.mu.RUnlock()
 	return st.cur
 }
 
-func (st *store) set(v *view) {
+func (st *store) set(g *generation) {
 	st.mu.Lock()
-	st.cur = v
+	old := st.cur
+	st.cur = g
 	st.mu.Unlock()
+	if old != nil {
+		old.release()
+	}
 }
 
 func (st *store) setFacts(f doctor.Facts, at time.Time) {

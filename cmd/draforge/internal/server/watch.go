@@ -13,15 +13,13 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/draforge/draforge/cmd/draforge/internal/inventory"
-	"github.com/draforge/draforge/drivers/compactpod"
-	"github.com/draforge/draforge/drivers/compactslice"
 	"github.com/draforge/draforge/drivers/gvr"
 	"github.com/draforge/draforge/drivers/simdevice"
 	"github.com/draforge/draforge/engine"
 )
 
-// Watcher rebuilds the server's snapshot from informer caches after changes: at most once per
-// Interval, with the changes since the last build. It never lists from the API server itself.
+// Watcher publishes what the informer caches hold as a new snapshot after changes: at most once
+// per Interval, with the changes since the last one. It never lists from the API server itself.
 type Watcher struct {
 	Informers *engine.Informers
 	// Server receives every snapshot (may be nil when only OnSnapshot is wanted).
@@ -35,11 +33,6 @@ type Watcher struct {
 	mu      sync.Mutex
 	pending map[Change]struct{}
 	kick    chan struct{}
-	// expanded are the API-type copies of the cached compact slices, kept from one build to the
-	// next (only Start's goroutine builds).
-	expanded map[*compactslice.Slice]*resourcev1.ResourceSlice
-	// expandedPods are the same for the cached compact pods.
-	expandedPods map[*compactpod.Pod]*corev1.Pod
 }
 
 // Register creates the informers the snapshot needs (call before the informers start).
@@ -97,14 +90,14 @@ func (wt *Watcher) note(kind string, obj any, op string) {
 	}
 }
 
-// Start waits for the caches, publishes the first snapshot, then rebuilds after changes until
-// ctx ends. It is an engine.Plugin.
+// Start waits for the caches, publishes the first snapshot, then publishes again after changes
+// until ctx ends. It is an engine.Plugin.
 func (wt *Watcher) Start(ctx context.Context) error {
 	if !wt.Informers.WaitSynced(ctx) {
 		return nil
 	}
 	wt.take() // the initial adds are the first snapshot, not changes
-	wt.publish(wt.build(), nil)
+	wt.publish(wt.capture(), nil)
 	for {
 		select {
 		case <-ctx.Done():
@@ -113,7 +106,7 @@ func (wt *Watcher) Start(ctx context.Context) error {
 		}
 		changes := wt.take()
 		if len(changes) > 0 {
-			wt.publish(wt.build(), changes)
+			wt.publish(wt.capture(), changes)
 		}
 		select {
 		case <-ctx.Done():
@@ -123,12 +116,12 @@ func (wt *Watcher) Start(ctx context.Context) error {
 	}
 }
 
-func (wt *Watcher) publish(s *inventory.Snapshot, changes []Change) {
+func (wt *Watcher) publish(source func() *inventory.Snapshot, changes []Change) {
 	if wt.Server != nil {
-		wt.Server.Publish(s, changes)
+		wt.Server.Publish(source, changes)
 	}
 	if wt.OnSnapshot != nil {
-		wt.OnSnapshot(s)
+		wt.OnSnapshot(source())
 	}
 }
 
@@ -164,10 +157,22 @@ func opRank(op string) int {
 	return 1
 }
 
-// build converts the cache contents into a sorted Snapshot.
-func (wt *Watcher) build() *inventory.Snapshot {
+// capture takes the objects the caches hold now and returns what builds their sorted Snapshot.
+// Informers replace a cached object on change and never modify it, so every build returns the
+// same objects whatever the caches see later, and holding the lists costs a pointer per object:
+// the typed copies (compact slices and pods expanded, claims decoded) exist only while built.
+func (wt *Watcher) capture() func() *inventory.Snapshot {
+	lists := make(map[string][]any, len(wt.infs))
+	for kind, inf := range wt.infs {
+		lists[kind] = inf.GetStore().List()
+	}
+	return func() *inventory.Snapshot { return build(lists) }
+}
+
+// build converts cached objects, by kind, into a sorted Snapshot.
+func build(lists map[string][]any) *inventory.Snapshot {
 	s := &inventory.Snapshot{}
-	for _, obj := range wt.infs[simdevice.Kind].GetStore().List() {
+	for _, obj := range lists[simdevice.Kind] {
 		u := asUnstructured(obj)
 		if u == nil {
 			continue
@@ -179,56 +184,17 @@ func (wt *Watcher) build() *inventory.Snapshot {
 		}
 		s.Pools = append(s.Pools, p)
 	}
-	s.Slices = wt.slices()
-	s.Classes = typedList[resourcev1.DeviceClass](wt.infs["DeviceClass"])
-	s.Claims = typedList[resourcev1.ResourceClaim](wt.infs["ResourceClaim"])
-	s.Pods = wt.pods()
-	s.Nodes = typedList[corev1.Node](wt.infs["Node"])
-	s.TaintRules = typedList[resourcev1.DeviceTaintRule](wt.infs["DeviceTaintRule"])
+	s.Slices = typedList[resourcev1.ResourceSlice](lists["ResourceSlice"])
+	s.Classes = typedList[resourcev1.DeviceClass](lists["DeviceClass"])
+	s.Claims = typedList[resourcev1.ResourceClaim](lists["ResourceClaim"])
+	s.Pods = typedList[corev1.Pod](lists["Pod"])
+	s.Nodes = typedList[corev1.Node](lists["Node"])
+	s.TaintRules = typedList[resourcev1.DeviceTaintRule](lists["DeviceTaintRule"])
 	return s.Sort()
 }
 
-// pods returns the cached pods as the API type, expanding each compact pod once (see expandOnce).
-func (wt *Watcher) pods() []*corev1.Pod {
-	var out []*corev1.Pod
-	out, wt.expandedPods = expandOnce(wt.infs["Pod"].GetStore().List(), wt.expandedPods, (*compactpod.Pod).Expand)
-	return out
-}
-
-// slices returns the cached slices as the API type, expanding each compact slice once.
-func (wt *Watcher) slices() []*resourcev1.ResourceSlice {
-	var out []*resourcev1.ResourceSlice
-	out, wt.expanded = expandOnce(wt.infs["ResourceSlice"].GetStore().List(), wt.expanded, (*compactslice.Slice).Expand)
-	return out
-}
-
-// expandOnce returns cached objects as the API type T. A compact object (*C) is expanded once
-// and the copy reused by later builds: cached objects are replaced on change, never modified,
-// so a copy stays valid while its object is cached, and a rebuild does not copy every object
-// again. prev holds the previous build's copies; the returned map holds this build's.
-func expandOnce[C, T any](objs []any, prev map[*C]*T, expand func(*C) *T) ([]*T, map[*C]*T) {
-	out := make([]*T, 0, len(objs))
-	next := make(map[*C]*T, len(objs))
-	for _, o := range objs {
-		c, ok := o.(*C)
-		if !ok {
-			if t, ok := engine.Typed[T](o); ok {
-				out = append(out, t)
-			}
-			continue
-		}
-		t, ok := prev[c]
-		if !ok {
-			t = expand(c)
-		}
-		next[c] = t
-		out = append(out, t)
-	}
-	return out, next
-}
-
-func typedList[T any](inf cache.SharedIndexInformer) []*T {
-	objs := inf.GetStore().List()
+// typedList returns objs as the API type T (compact forms expanded, unstructured decoded).
+func typedList[T any](objs []any) []*T {
 	out := make([]*T, 0, len(objs))
 	for _, o := range objs {
 		if t, ok := engine.Typed[T](o); ok {

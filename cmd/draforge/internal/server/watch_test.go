@@ -4,10 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"testing"
 	"time"
 
-	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -98,15 +98,15 @@ func TestWatcher(t *testing.T) {
 	if events > 3 {
 		t.Errorf("6 quick changes took %d rebuilds, want them coalesced", events)
 	}
-	v := s.store.current()
-	if v.counts.Claims != 5 || v.snap.Claim("demo", "first") != nil || v.snap.Claim("demo", "c3") == nil {
-		t.Errorf("final snapshot: %+v", v.counts)
+	g := s.store.current()
+	if snap := g.view().snap; g.counts.Claims != 5 || snap.Claim("demo", "first") != nil || snap.Claim("demo", "c3") == nil {
+		t.Errorf("final snapshot: %+v", g.counts)
 	}
 }
 
-// TestSliceExpansionsReused: slices cached in compact form are expanded once; a rebuild reuses
-// the copy until the slice changes, and forgets slices that are gone.
-func TestSliceExpansionsReused(t *testing.T) {
+// TestCaptureKeepsItsObjects: a captured generation builds the objects the caches held when it
+// was captured (compact slices expanded), each time it is built, whatever the caches see later.
+func TestCaptureKeepsItsObjects(t *testing.T) {
 	slice := func(name, label string) *unstructured.Unstructured {
 		return &unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
@@ -122,11 +122,7 @@ func TestSliceExpansionsReused(t *testing.T) {
 	}, slice("a", "1"), slice("b", "1"))
 	inf := engine.NewInformers(dyn)
 	drivers.CacheTyped(inf)
-	s, err := New(Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := &Watcher{Informers: inf, Server: s}
+	w := &Watcher{Informers: inf}
 	if err := w.Register(); err != nil {
 		t.Fatal(err)
 	}
@@ -135,19 +131,20 @@ func TestSliceExpansionsReused(t *testing.T) {
 	if err := inf.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	byName := func(snap *inventory.Snapshot) map[string]*resourcev1.ResourceSlice {
-		out := map[string]*resourcev1.ResourceSlice{}
+	labels := func(snap *inventory.Snapshot) map[string]string {
+		out := map[string]string{}
 		for _, sl := range snap.Slices {
-			out[sl.Name] = sl
+			if sl.Spec.Devices[0].Attributes["d.example.com/index"].IntValue == nil {
+				t.Fatalf("slice %s expanded without its attribute", sl.Name)
+			}
+			out[sl.Name] = sl.Labels["v"]
 		}
 		return out
 	}
-	first := byName(w.build())
-	if len(first) != 2 || first["a"].Spec.Devices[0].Attributes["d.example.com/index"].IntValue == nil {
-		t.Fatalf("first build: %+v", first)
-	}
-	if second := byName(w.build()); second["a"] != first["a"] || second["b"] != first["b"] {
-		t.Fatal("an unchanged slice was expanded again")
+	first := w.capture()
+	want := map[string]string{"a": "1", "b": "1"}
+	if got := labels(first()); !maps.Equal(got, want) {
+		t.Fatalf("first capture: %v", got)
 	}
 
 	slices := dyn.Resource(gvr.ResourceSlices)
@@ -158,17 +155,13 @@ func TestSliceExpansionsReused(t *testing.T) {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(10 * time.Second)
-	for {
-		third := byName(w.build())
-		if len(third) == 1 && third["a"].Labels["v"] == "2" {
-			if third["a"] == first["a"] || len(w.expanded) != 1 {
-				t.Fatalf("changed slice reused (%v) or %d expansions kept", third["a"] == first["a"], len(w.expanded))
-			}
-			break
-		}
+	for !maps.Equal(labels(w.capture()()), map[string]string{"a": "2"}) {
 		if time.Now().After(deadline) {
-			t.Fatalf("cache did not see the update and delete: %+v", third)
+			t.Fatal("cache did not see the update and delete")
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+	if got := labels(first()); !maps.Equal(got, want) {
+		t.Errorf("first capture built again after the changes: %v", got)
 	}
 }
