@@ -49,7 +49,9 @@ type generation struct {
 
 func newGeneration(version uint64, at time.Time, source func() *inventory.Snapshot, idle time.Duration) *generation {
 	g := &generation{version: version, builtAt: at.UTC(), source: source, idle: idle}
-	g.counts = g.view().counts
+	// The counts of the change event need the view once; it is kept only when a request asks
+	// for it, so a serve nobody queries holds no typed copy however often the cluster changes.
+	g.counts = newView(version, g.builtAt, source()).counts
 	return g
 }
 

@@ -10,19 +10,22 @@ import (
 	"github.com/draforge/draforge/cmd/draforge/internal/inventory/inventorytest"
 )
 
-// TestViewDroppedWhenIdle: a published snapshot is built once for its counts and kept while it is
-// used; after ViewIdle unused it is dropped and built again for the next request, with the same
-// answer. A newer snapshot drops the previous one's view at once.
+// TestViewDroppedWhenIdle: a published snapshot is built for its counts and not kept; a request
+// builds it and it is kept while it is used; after ViewIdle unused it is dropped and built again
+// for the next request, with the same answer. A newer snapshot drops the previous one's view at once.
 func TestViewDroppedWhenIdle(t *testing.T) {
 	const idle = 100 * time.Millisecond
 	s, ts := newTestServer(t, Options{ViewIdle: idle})
 	var builds atomic.Int32
 	s.Publish(func() *inventory.Snapshot { builds.Add(1); return inventorytest.Healthy() }, nil)
-	_, first := do(t, "GET", ts.URL+"/api/claims", nil)
-	if n := builds.Load(); n != 1 {
-		t.Fatalf("%d builds after publishing and one request, want 1", n)
-	}
 	g := s.store.current()
+	if n := builds.Load(); n != 1 || held(g) {
+		t.Fatalf("%d builds after publishing, view held %v; want 1, not held", n, held(g))
+	}
+	_, first := do(t, "GET", ts.URL+"/api/claims", nil)
+	if n := builds.Load(); n != 2 || !held(g) {
+		t.Fatalf("%d builds after one request, view held %v; want 2, held", n, held(g))
+	}
 	deadline := time.Now().Add(5 * time.Second)
 	for held(g) {
 		if time.Now().After(deadline) {
@@ -33,8 +36,8 @@ func TestViewDroppedWhenIdle(t *testing.T) {
 	if _, again := do(t, "GET", ts.URL+"/api/claims", nil); !bytes.Equal(again, first) {
 		t.Errorf("rebuilt view answered\n%s\nwant\n%s", again, first)
 	}
-	if n := builds.Load(); n != 2 {
-		t.Errorf("%d builds, want 2 (the view built again after it was dropped)", n)
+	if n := builds.Load(); n != 3 {
+		t.Errorf("%d builds, want 3 (the view built again after it was dropped)", n)
 	}
 	if !held(g) {
 		t.Fatal("the rebuilt view is not held")
