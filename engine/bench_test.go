@@ -6,7 +6,6 @@ import (
 	"testing/fstest"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/draforge/draforge/engine/machine"
@@ -88,7 +87,7 @@ func engineStep(ctx context.Context, r *runner, cached *unstructured.Unstructure
 	if st.Outcome != Done {
 		return st.To, false, st.Err
 	}
-	return st.To, !equality.Semantic.DeepEqual(normalize(statusOf(cached)), normalize(statusOf(obj))), nil
+	return st.To, !sameStatus(statusView(cached), statusView(obj)), nil
 }
 
 // handWritten is what a controller without the engine would do for the same machine.

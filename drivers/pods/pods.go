@@ -66,17 +66,8 @@ func Register(reg *engine.Registry, inf *engine.Informers, kube kubernetes.Inter
 }
 
 // claimPods maps a claim to the pods it is reserved for. It runs on every claim event, so it
-// reads status.reservedFor without converting the cached claim.
+// reads status.reservedFor of the cached (unstructured) claim without converting it.
 func claimPods(obj metav1.Object) []cache.ObjectName {
-	if claim, ok := obj.(*resourcev1.ResourceClaim); ok {
-		var out []cache.ObjectName
-		for _, r := range claim.Status.ReservedFor {
-			if r.Resource == "pods" && r.APIGroup == "" {
-				out = append(out, cache.ObjectName{Namespace: claim.Namespace, Name: r.Name})
-			}
-		}
-		return out
-	}
 	u, ok := obj.(*unstructured.Unstructured)
 	if !ok {
 		return nil
@@ -96,22 +87,13 @@ func claimPods(obj metav1.Object) []cache.ObjectName {
 // allocated device.
 const byReservedPool = "reservedPool"
 
-// reservedPools is the byReservedPool index function.
+// reservedPools is the byReservedPool index function (claims are cached unstructured).
 func reservedPools(obj any) ([]string, error) {
-	var keys []string
-	if claim, ok := obj.(*resourcev1.ResourceClaim); ok {
-		if claim.Status.Allocation == nil || len(claim.Status.ReservedFor) == 0 {
-			return nil, nil
-		}
-		for _, r := range claim.Status.Allocation.Devices.Results {
-			keys = append(keys, r.Driver+"/"+r.Pool)
-		}
-		return keys, nil
-	}
 	u, ok := obj.(*unstructured.Unstructured)
 	if !ok || len(nestedMaps(u.Object, "status", "reservedFor")) == 0 {
 		return nil, nil
 	}
+	var keys []string
 	for _, r := range nestedMaps(u.Object, "status", "allocation", "devices", "results") {
 		driver, _ := r["driver"].(string)
 		pool, _ := r["pool"].(string)

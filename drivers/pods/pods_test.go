@@ -59,7 +59,8 @@ func fixture(t *testing.T) (*Driver, *corev1.Pod) {
 			}},
 		Status: corev1.PodStatus{ResourceClaimStatuses: []corev1.PodResourceClaimStatus{{Name: "gpu", ResourceClaimName: ptr.To("c")}}},
 	}
-	add(gvr.ResourceClaims, &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c"},
+	// Claims are cached unstructured, as the claim machine's informer holds them.
+	add(gvr.ResourceClaims, toU(t, &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c"},
 		Status: resourcev1.ResourceClaimStatus{
 			Allocation: &resourcev1.AllocationResult{Devices: resourcev1.DeviceAllocationResult{Results: []resourcev1.DeviceRequestAllocationResult{
 				{Request: "gpus", Driver: driver, Pool: "p", Device: "gpu-0"},
@@ -67,13 +68,13 @@ func fixture(t *testing.T) (*Driver, *corev1.Pod) {
 				{Request: "gpus", Driver: driver, Pool: "p", Device: "gpu-9"}, // no longer offered
 			}}},
 			ReservedFor: []resourcev1.ResourceClaimConsumerReference{{Resource: "pods", Name: "w", UID: "pod-uid"}},
-		}})
+		}}))
 	return d, pod
 }
 
-func toU(t *testing.T, pod *corev1.Pod) *unstructured.Unstructured {
+func toU(t *testing.T, obj any) *unstructured.Unstructured {
 	t.Helper()
-	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(pod)
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,27 +154,19 @@ func TestFacts(t *testing.T) {
 func TestMappersAndNetwork(t *testing.T) {
 	d, _ := fixture(t)
 	o, _, _ := d.inf.For(gvr.ResourceClaims).GetStore().GetByKey("ns/c")
-	claim := o.(*resourcev1.ResourceClaim)
-	if got := claimPods(claim); len(got) != 1 || got[0] != (cache.ObjectName{Namespace: "ns", Name: "w"}) {
+	u := o.(*unstructured.Unstructured)
+	if got := claimPods(u); len(got) != 1 || got[0] != (cache.ObjectName{Namespace: "ns", Name: "w"}) {
 		t.Errorf("claimPods %v", got)
+	}
+	if keys, _ := reservedPools(u); len(keys) != 3 || keys[0] != driver+"/p" {
+		t.Errorf("reservedPools %v", keys)
 	}
 	s, _, _ := d.inf.For(gvr.ResourceSlices).GetStore().GetByKey("s")
 	if got := d.slicePods(s.(*compactslice.Slice)); len(got) != 1 || got[0].Name != "w" {
 		t.Errorf("slicePods %v", got)
 	}
-	// The controller caches claims unstructured: the same answers from the decoded form, and
-	// a claim not reserved, or reserved on another pool, is not mapped from the slice.
-	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(claim)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u := &unstructured.Unstructured{Object: m}
-	if got := claimPods(u); len(got) != 1 || got[0] != (cache.ObjectName{Namespace: "ns", Name: "w"}) {
-		t.Errorf("claimPods (unstructured) %v", got)
-	}
-	if keys, _ := reservedPools(u); len(keys) != 3 || keys[0] != driver+"/p" {
-		t.Errorf("reservedPools (unstructured) %v", keys)
-	}
+	// A claim not reserved, or reserved on another pool, is not mapped from the slice.
+	claim, _ := engine.Typed[resourcev1.ResourceClaim](u)
 	other := claim.DeepCopy()
 	other.Name = "other"
 	other.Status.Allocation.Devices.Results[0].Pool = "q"
@@ -181,14 +174,14 @@ func TestMappersAndNetwork(t *testing.T) {
 	unreserved := claim.DeepCopy()
 	unreserved.Name, unreserved.Status.ReservedFor = "unreserved", nil
 	for _, c := range []*resourcev1.ResourceClaim{other, unreserved} {
-		if err := d.inf.For(gvr.ResourceClaims).GetStore().Add(c); err != nil {
+		if err := d.inf.For(gvr.ResourceClaims).GetStore().Add(toU(t, c)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if got := d.slicePods(s.(*compactslice.Slice)); len(got) != 1 || got[0].Name != "w" {
 		t.Errorf("slicePods with claims elsewhere %v", got)
 	}
-	if keys, _ := reservedPools(unreserved); keys != nil {
+	if keys, _ := reservedPools(toU(t, unreserved)); keys != nil {
 		t.Errorf("unreserved claim indexed under %v", keys)
 	}
 	if network("p", "gpu-0") != nil || network("p", "nic-x") != nil {
