@@ -439,6 +439,12 @@ func (r *runner) handle(ctx context.Context, key string, st Step, obj *unstructu
 		r.queue.AddRateLimited(key)
 	case Terminal:
 		r.queue.Forget(key)
+		if st.Class == machine.NotFound && obj != nil && r.gone(ctx, obj) {
+			// Deleted while the pass ran (its cache copy was behind): there is nothing left to
+			// act on, and the informer's delete ends its key.
+			r.log.Debug().Str("key", key).Err(st.Err).Msg("object gone during the pass")
+			return
+		}
 		r.e.o.Observer.Terminal(r.m.Name, st.Class)
 		r.record(key, st, "terminal")
 		r.log.Error().Str("key", key).Str("class", string(st.Class)).Err(st.Err).Msg("terminal error")
@@ -464,6 +470,16 @@ func (r *runner) record(key string, st Step, outcome string) {
 		rec.Error = st.Err.Error()
 	}
 	r.hist.add(key, rec)
+}
+
+// gone reports whether obj no longer exists on the API server (or its name now holds another
+// object). A failed read is not proof: the object then counts as present.
+func (r *runner) gone(ctx context.Context, obj *unstructured.Unstructured) bool {
+	cur, err := r.e.o.Dynamic.Resource(r.m.Resource).Namespace(obj.GetNamespace()).Get(ctx, obj.GetName(), metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return true
+	}
+	return err == nil && cur.GetUID() != obj.GetUID()
 }
 
 // enterTerminal moves the object into the machine's terminal state: memory mark, conditions

@@ -45,6 +45,7 @@ func TestScenarios(t *testing.T) {
 	}
 	for _, f := range files {
 		t.Run(strings.TrimSuffix(filepath.Base(f), ".yaml"), func(t *testing.T) {
+			terminalBefore := ctrl.Metric(t, "draforge_controller_terminal_errors_total")
 			src, err := os.ReadFile(f)
 			if err != nil {
 				t.Fatal(err)
@@ -77,8 +78,8 @@ func TestScenarios(t *testing.T) {
 				}
 				e.checkOutcome(t, c.GetNamespace(), c.GetName(), want[2], want[3], want[4])
 			}
-			if n := ctrl.Metric(t, "draforge_controller_terminal_errors_total"); n != 0 {
-				t.Errorf("terminal errors: %v", n)
+			if n := ctrl.Metric(t, "draforge_controller_terminal_errors_total"); n != terminalBefore {
+				t.Errorf("terminal errors: %v during this scenario; the controller's errors so far:\n%s", n-terminalBefore, ctrl.ErrorLines())
 			}
 		})
 	}

@@ -210,6 +210,18 @@ func (c *Controller) Log() string {
 	return c.log.String()
 }
 
+// ErrorLines returns the error-level lines of the process output so far, so a failure can
+// show them without the whole debug log.
+func (c *Controller) ErrorLines() string {
+	var b strings.Builder
+	for _, l := range strings.SplitAfter(c.Log(), "\n") {
+		if strings.Contains(l, `"level":"error"`) {
+			b.WriteString(l)
+		}
+	}
+	return b.String()
+}
+
 // Get fetches a path of the runtime server: status code and body (0 and the error text when
 // the request failed).
 func (c *Controller) Get(path string) (int, string) {
