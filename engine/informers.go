@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"slices"
 	"sync"
 
@@ -15,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
+	kubescheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -47,6 +49,16 @@ type Informers struct {
 	pruned map[schema.GroupVersionResource]func(*unstructured.Unstructured)
 	// optional are the resources the API server may not serve (see Optional).
 	optional *optionalSet
+	// listers are the resources For lists and watches through a typed client (see ListTyped);
+	// own are the informers built over them, which no factory starts.
+	listers map[schema.GroupVersionResource]typedLister
+	own     []cache.SharedIndexInformer
+}
+
+// typedLister lists and watches one resource through a typed client.
+type typedLister struct {
+	lw     cache.ListerWatcher
+	newObj func() runtime.Object
 }
 
 // NewInformers returns informers over client with no periodic resync: the engine is event-driven.
@@ -69,6 +81,7 @@ func NewInformers(client dynamic.Interface) *Informers {
 		typed:     map[schema.GroupVersionResource]cache.TransformFunc{},
 		pruned:    map[schema.GroupVersionResource]func(*unstructured.Unstructured){},
 		optional:  optional,
+		listers:   map[schema.GroupVersionResource]typedLister{},
 	}
 }
 
@@ -89,16 +102,33 @@ func (i *Informers) PruneSelected(gvr schema.GroupVersionResource, prune func(*u
 // never be mutated. Call it before Start, and for resources whose informer was already created
 // before any handler sees an object.
 func (i *Informers) CacheTyped(gvr schema.GroupVersionResource, newObj func() runtime.Object, shrink func(runtime.Object) runtime.Object) {
+	apiType := reflect.TypeOf(newObj())
+	// A typed client's decoder leaves apiVersion and kind empty; objects converted from
+	// unstructured keep them, and so do these (serve's views show them).
+	var gvk schema.GroupVersionKind
+	if kinds, _, err := kubescheme.Scheme.ObjectKinds(newObj()); err == nil && len(kinds) > 0 {
+		gvk = kinds[0]
+	}
 	transform := func(obj any) (any, error) {
-		u, ok := obj.(*unstructured.Unstructured)
-		if !ok {
+		var out runtime.Object
+		switch o := obj.(type) {
+		case *unstructured.Unstructured:
+			out = newObj()
+			// Interned first: the typed object takes its strings from the map.
+			internObject(o.Object)
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, out); err != nil {
+				return nil, fmt.Errorf("%s %s: %w", gvr, o.GetName(), err)
+			}
+		case runtime.Object:
+			if reflect.TypeOf(o) != apiType {
+				return stripManagedFields(obj) // already in cache form
+			}
+			out = o // decoded by a typed client (ListTyped)
+			if out.GetObjectKind().GroupVersionKind().Empty() {
+				out.GetObjectKind().SetGroupVersionKind(gvk)
+			}
+		default:
 			return stripManagedFields(obj)
-		}
-		out := newObj()
-		// Interned first: the typed object takes its strings from the map.
-		internObject(u.Object)
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, out); err != nil {
-			return nil, fmt.Errorf("%s %s: %w", gvr, u.GetName(), err)
 		}
 		// Cleared first, so a compact form never copies them.
 		if _, err := stripManagedFields(out); err != nil {
@@ -120,6 +150,19 @@ func (i *Informers) CacheTyped(gvr schema.GroupVersionResource, newObj func() ru
 			_ = s.inf.SetTransform(transform)
 		}
 	}
+}
+
+// ListTyped makes For(gvr) list and watch gvr through lw, a typed client's, instead of the
+// dynamic client: a typed client can ask for protobuf, which the API server encodes and the
+// informer decodes several times faster than JSON, and its objects need no conversion from
+// unstructured. newObj returns an empty object of lw's type; gvr must be cached typed
+// (CacheTyped) with that type. Like the dynamic client's, lw's lists and watches wait out an
+// unreachable API server. The informers of ForName, ForNamespace and ForSelector stay dynamic.
+// Call it before For(gvr).
+func (i *Informers) ListTyped(gvr schema.GroupVersionResource, newObj func() runtime.Object, lw cache.ListerWatcher) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	i.listers[gvr] = typedLister{lw: reconnectingLW{lw}, newObj: newObj}
 }
 
 // IsTyped reports whether gvr is cached typed (see CacheTyped).
@@ -223,7 +266,14 @@ func (i *Informers) For(gvr schema.GroupVersionResource) cache.SharedIndexInform
 	if inf, ok := i.byGVR[gvr]; ok {
 		return inf
 	}
-	inf := i.factory.ForResource(gvr).Informer()
+	var inf cache.SharedIndexInformer
+	if l, ok := i.listers[gvr]; ok {
+		// The dynamic factory's informers index by namespace; so does this one.
+		inf = cache.NewSharedIndexInformer(l.lw, l.newObj(), 0, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+		i.own = append(i.own, inf)
+	} else {
+		inf = i.factory.ForResource(gvr).Informer()
+	}
 	_ = inf.SetTransform(i.transform(gvr))
 	d := &dispatcher{}
 	if reg, err := inf.AddEventHandler(d); err == nil {
@@ -302,9 +352,24 @@ func (d *dispatcher) OnDelete(obj any) {
 func (i *Informers) Start(ctx context.Context) error {
 	i.mu.Lock()
 	factories := slices.Clone(i.factories)
+	own := slices.Clone(i.own)
+	i.own = nil // started once
 	i.mu.Unlock()
 	for _, f := range factories {
 		f.Start(ctx.Done())
+	}
+	for _, inf := range own {
+		go inf.RunWithContext(ctx)
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), func() bool {
+		for _, inf := range own {
+			if !inf.HasSynced() {
+				return false
+			}
+		}
+		return true
+	}) {
+		return fmt.Errorf("typed caches did not sync")
 	}
 	for _, f := range factories {
 		for gvr, ok := range f.WaitForCacheSync(ctx.Done()) {

@@ -1,9 +1,16 @@
 package engine
 
 import (
+	"context"
 	"strings"
 	"testing"
+	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -29,5 +36,61 @@ func TestDispatcherRunsFeedersFirst(t *testing.T) {
 	want := strings.Repeat("feed1,feed2,trigger1,trigger2,", 3)
 	if got := strings.Join(order, ",") + ","; got != want {
 		t.Fatalf("order %s, want %s", got, want)
+	}
+}
+
+// TestListTyped: For lists and watches a resource registered with ListTyped through its typed
+// client, and caches what CacheTyped's shrink makes of each object (managedFields dropped);
+// objects arriving by the watch go the same way.
+func TestListTyped(t *testing.T) {
+	pods := schema.GroupVersionResource{Version: "v1", Resource: "pods"}
+	pod := func(name string) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns",
+			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "m"}}}, Spec: corev1.PodSpec{NodeName: "node-1"}}
+	}
+	kube := fake.NewClientset(pod("p1"))
+	i := NewInformers(nil)
+	i.CacheTyped(pods, func() runtime.Object { return &corev1.Pod{} }, func(o runtime.Object) runtime.Object {
+		p := o.(*corev1.Pod)
+		p.Spec = corev1.PodSpec{NodeName: "shrunk:" + p.Spec.NodeName}
+		return p
+	})
+	api := kube.CoreV1().Pods(metav1.NamespaceAll)
+	i.ListTyped(pods, func() runtime.Object { return &corev1.Pod{} }, cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
+		ListWithContextFunc:  func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return api.List(ctx, o) },
+		WatchFuncWithContext: api.Watch,
+	}, kube))
+	inf := i.For(pods)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := i.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cached := func(name string) (*corev1.Pod, bool) {
+		o, ok, _ := inf.GetStore().GetByKey("ns/" + name)
+		p, isPod := o.(*corev1.Pod)
+		return p, ok && isPod
+	}
+	if p, ok := cached("p1"); !ok || p.Spec.NodeName != "shrunk:node-1" || p.ManagedFields != nil {
+		t.Fatalf("listed pod %+v (cached %v), want a typed pod through the shrink, no managedFields", p, ok)
+	}
+	if p, _ := cached("p1"); p.APIVersion != "v1" || p.Kind != "Pod" {
+		t.Errorf("listed pod has apiVersion %q kind %q, want v1 Pod as when converted from unstructured", p.APIVersion, p.Kind)
+	}
+	if _, err := kube.CoreV1().Pods("ns").Create(ctx, pod("p2"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if p, ok := cached("p2"); ok && p.Spec.NodeName == "shrunk:node-1" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("watched pod p2 not cached through the shrink")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if objs, _ := inf.GetIndexer().ByIndex(cache.NamespaceIndex, "ns"); len(objs) != 2 {
+		t.Errorf("namespace index holds %d pods, want 2", len(objs))
 	}
 }

@@ -6,10 +6,12 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/watchlist"
 )
 
@@ -84,6 +86,35 @@ func untilReachable[T any](ctx context.Context, call func() (T, error)) (T, erro
 		case <-time.After(reconnectInterval):
 		}
 	}
+}
+
+// reconnectingLW is reconnecting for a typed client's ListerWatcher (see Informers.ListTyped).
+type reconnectingLW struct {
+	lw cache.ListerWatcher
+}
+
+func (r reconnectingLW) List(opts metav1.ListOptions) (runtime.Object, error) {
+	return r.ListWithContext(context.Background(), opts)
+}
+
+func (r reconnectingLW) Watch(opts metav1.ListOptions) (watch.Interface, error) {
+	return r.WatchWithContext(context.Background(), opts)
+}
+
+func (r reconnectingLW) ListWithContext(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+	lw := cache.ToListerWatcherWithContext(r.lw)
+	return untilReachable(ctx, func() (runtime.Object, error) { return lw.ListWithContext(ctx, opts) })
+}
+
+func (r reconnectingLW) WatchWithContext(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	lw := cache.ToListerWatcherWithContext(r.lw)
+	return untilReachable(ctx, func() (watch.Interface, error) { return lw.WatchWithContext(ctx, opts) })
+}
+
+// IsWatchListSemanticsUnSupported passes on what the wrapped ListerWatcher tells client-go's
+// reflector.
+func (r reconnectingLW) IsWatchListSemanticsUnSupported() bool {
+	return watchlist.DoesClientNotSupportWatchListSemantics(r.lw)
 }
 
 // unreachable reports errors of a connection that failed before the server answered.

@@ -28,6 +28,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -143,8 +144,7 @@ func StartCluster(ctx context.Context, dir, bin string, log io.Writer, args map[
 	}
 	setup := rest.CopyConfig(cfg)
 	setup.QPS, setup.Burst = 2000, 4000
-	measured := rest.CopyConfig(cfg)
-	measured.QPS, measured.Burst = QPS, Burst
+	measured := asController(cfg, QPS, Burst)
 	e.Setup = kubernetes.NewForConfigOrDie(setup)
 	e.SetupDyn = dynamic.NewForConfigOrDie(setup)
 	e.Measured = kubernetes.NewForConfigOrDie(measured)
@@ -153,6 +153,17 @@ func StartCluster(ctx context.Context, dir, bin string, log io.Writer, args map[
 		return nil, err
 	}
 	return e, nil
+}
+
+// asController is cfg with the QPS and burst given and the wire format of the controller's typed
+// client (protobuf, cmd/draforge/internal/cli newBaseProcess): the raw baselines write what the
+// controller writes the way it writes it.
+func asController(cfg *rest.Config, qps, burst int) *rest.Config {
+	c := rest.CopyConfig(cfg)
+	c.QPS, c.Burst = float32(qps), burst
+	c.ContentType = k8sruntime.ContentTypeProtobuf
+	c.AcceptContentTypes = k8sruntime.ContentTypeProtobuf + "," + k8sruntime.ContentTypeJSON
+	return c
 }
 
 // Stop ends every process and removes the cluster state.

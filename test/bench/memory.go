@@ -19,6 +19,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+	kubescheme "k8s.io/client-go/kubernetes/scheme"
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/draforge/draforge/drivers"
@@ -138,7 +140,8 @@ var memoryGVRs = map[schema.GroupVersionResource]string{
 // objects of kind: the engine's dynamic informers (managedFields stripped; slices, classes,
 // nodes and pods cached typed and shared with the allocator, see drivers.CacheTyped), the
 // drivers' indexes and the allocator's typed claim copies, plus the engine's queues, built exactly as
-// `draforge controller` builds them, over a fake dynamic client. The live heap is read after
+// `draforge controller` builds them, over fake clients (slices, nodes and pods listed by a typed
+// one as protobuf, see drivers.ListTyped). The live heap is read after
 // GC with the fake client's own copies already counted in the baseline.
 func MeasureMemory(ctx context.Context, kind string, n int) (float64, error) {
 	objs, err := MemoryObjects(kind, n)
@@ -146,12 +149,17 @@ func MeasureMemory(ctx context.Context, kind string, n int) (float64, error) {
 		return 0, err
 	}
 	client := memoryClient(objs)
+	kube, err := memoryKube(objs)
+	if err != nil {
+		return 0, err
+	}
 	objs = nil
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
 	before := liveHeap()
 	inf := engine.NewInformers(client)
+	drivers.ListTyped(inf, kube)
 	reg := engine.NewRegistry()
 	if _, err := drivers.Register(reg, drivers.Deps{Dynamic: client, Informers: inf, Log: zerolog.Nop()}); err != nil {
 		return 0, err
@@ -181,18 +189,69 @@ func MeasureMemory(ctx context.Context, kind string, n int) (float64, error) {
 	after := liveHeap()
 	runtime.KeepAlive(inf)
 	runtime.KeepAlive(client)
+	runtime.KeepAlive(kube)
 	return float64(after-before) / float64(n), nil
 }
 
-// MemoryClient returns a fake dynamic client serving n objects of kind (see MemoryObjects) the
-// way a real client receives them (see decodeListsFromJSON), for memory measurements of other
-// processes' caches (serve).
-func MemoryClient(kind string, n int) (*dynamicfake.FakeDynamicClient, error) {
+// MemoryClients returns fake clients serving n objects of kind (see MemoryObjects) the way a
+// process's clients receive them, for memory measurements of other processes' caches (serve):
+// the dynamic client as JSON (see decodeListsFromJSON), the typed one, which
+// drivers.ListTyped lists slices, nodes and pods with, as protobuf (see memoryKube).
+func MemoryClients(kind string, n int) (*dynamicfake.FakeDynamicClient, *kubefake.Clientset, error) {
 	objs, err := MemoryObjects(kind, n)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return memoryClient(objs), nil
+	kube, err := memoryKube(objs)
+	if err != nil {
+		return nil, nil, err
+	}
+	return memoryClient(objs), kube, nil
+}
+
+// memoryKube is a fake typed client holding the slices, nodes and pods among objs, whose lists
+// are encoded to protobuf and decoded again, as `draforge controller` and `serve` receive them
+// (they ask for protobuf), so the cached objects own their strings.
+func memoryKube(objs []k8sruntime.Object) (*kubefake.Clientset, error) {
+	var typed []k8sruntime.Object
+	for _, o := range objs {
+		u, ok := o.(*unstructured.Unstructured)
+		if !ok {
+			continue
+		}
+		switch u.GetKind() {
+		case "ResourceSlice", "Node", "Pod":
+		default:
+			continue
+		}
+		t, err := kubescheme.Scheme.New(u.GroupVersionKind())
+		if err != nil {
+			return nil, err
+		}
+		if err := k8sruntime.DefaultUnstructuredConverter.FromUnstructured(u.Object, t); err != nil {
+			return nil, err
+		}
+		typed = append(typed, t)
+	}
+	kube := kubefake.NewClientset(typed...)
+	info, ok := k8sruntime.SerializerInfoForMediaType(kubescheme.Codecs.SupportedMediaTypes(), k8sruntime.ContentTypeProtobuf)
+	if !ok {
+		return nil, fmt.Errorf("no protobuf serializer")
+	}
+	kube.PrependReactor("list", "*", func(a k8stesting.Action) (bool, k8sruntime.Object, error) {
+		la := a.(k8stesting.ListActionImpl)
+		obj, err := kube.Tracker().List(la.GetResource(), la.GetKind(), la.GetNamespace())
+		if err != nil {
+			return true, nil, err
+		}
+		b, err := k8sruntime.Encode(kubescheme.Codecs.EncoderForVersion(info.Serializer, la.GetKind().GroupVersion()), obj)
+		if err != nil {
+			return true, nil, err
+		}
+		out, _, err := info.Serializer.Decode(b, nil, nil)
+		return true, out, err
+	})
+	return kube, nil
 }
 
 func memoryClient(objs []k8sruntime.Object) *dynamicfake.FakeDynamicClient {

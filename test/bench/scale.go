@@ -54,14 +54,13 @@ func DefaultScaleConfig() ScaleConfig {
 	}
 }
 
-// Client returns a clientset with the given limits.
+// Client returns a clientset with the given limits, speaking as the controller does (asController).
 func (e *Env) Client(qps, burst int) (kubernetes.Interface, error) {
 	cfg, err := clientcmd.BuildConfigFromFlags("", e.Cluster.Kubeconfig)
 	if err != nil {
 		return nil, err
 	}
-	cfg.QPS, cfg.Burst = float32(qps), burst
-	return kubernetes.NewForConfig(cfg)
+	return kubernetes.NewForConfig(asController(cfg, qps, burst))
 }
 
 // APIServerLimits describes the local kube-apiserver's own concurrency limits: its defaults, as

@@ -61,6 +61,12 @@ func TestNoDoubleAllocation(t *testing.T) {
 		}
 		return allocated == devices, fmt.Sprintf("%d of %d claims allocated", allocated, claims)
 	})
+	// kube-scheduler allocates; the controller counts a claim once it took it over (removed the
+	// finalizer, deleted the allocation pod), which under load trails the allocation.
+	eventually(t, 60*time.Second, func() (bool, string) {
+		got := ctrl.Metric(t, "draforge_controller_allocations_total")
+		return got == devices, fmt.Sprintf("draforge_controller_allocations_total = %v, want %d", got, devices)
+	})
 	// Nothing more may be allocated once the devices are gone.
 	time.Sleep(2 * time.Second)
 	list, err := e.Kube.ResourceV1().ResourceClaims(e.Namespace).List(ctx, metav1.ListOptions{})

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -104,7 +105,13 @@ func newBaseProcess(kf *kubeFlags, o processOptions) (*process, error) {
 	}
 	cfg.QPS, cfg.Burst = o.qps, o.burst
 	cfg.UserAgent = "draforge-" + o.component + "/" + Version
-	kube, err := kubernetes.NewForConfig(cfg)
+	// Built-in types over protobuf, as kube-scheduler and kube-controller-manager talk: cheaper
+	// to encode and decode on both ends than JSON. The dynamic client (our CRDs, the machines'
+	// unstructured objects) can only speak JSON.
+	kcfg := rest.CopyConfig(cfg)
+	kcfg.ContentType = runtime.ContentTypeProtobuf
+	kcfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
+	kube, err := kubernetes.NewForConfig(kcfg)
 	if err != nil {
 		return nil, err
 	}
@@ -114,6 +121,7 @@ func newBaseProcess(kf *kubeFlags, o processOptions) (*process, error) {
 	}
 	informers := engine.NewInformers(dyn)
 	drivers.OptionalResources(informers, log)
+	drivers.ListTyped(informers, kube)
 	return &process{log: log, cfg: cfg, kube: kube, dyn: dyn, informers: informers}, nil
 }
 

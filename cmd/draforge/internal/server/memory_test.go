@@ -28,7 +28,7 @@ const viewIdle = 100 * time.Millisecond
 // derived view) and then left unused for the server's ViewIdle, which drops the typed view until
 // the next request builds it again.
 func serveMemory(kind string, n int) (float64, error) {
-	client, err := bench.MemoryClient(kind, n)
+	client, kube, err := bench.MemoryClients(kind, n)
 	if err != nil {
 		return 0, err
 	}
@@ -36,6 +36,7 @@ func serveMemory(kind string, n int) (float64, error) {
 	defer cancel()
 	before := bench.LiveHeap()
 	informers := engine.NewInformers(client)
+	drivers.ListTyped(informers, kube)
 	drivers.CacheTyped(informers)
 	names, err := drivers.Names()
 	if err != nil {
@@ -87,6 +88,7 @@ func serveMemory(kind string, n int) (float64, error) {
 	runtime.KeepAlive(srv)
 	runtime.KeepAlive(informers)
 	runtime.KeepAlive(client)
+	runtime.KeepAlive(kube)
 	return float64(after-before) / float64(n), nil
 }
 
