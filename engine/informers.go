@@ -20,7 +20,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 )
 
-// Informers is the one set of dynamic shared informers the engine and the drivers read from.
+// Informers is the one set of shared informers the engine and the drivers read from: dynamic,
+// except for the resources listed through a typed client (see ListTyped).
 // Every informer strips managedFields before caching, which is most of an object's size.
 // Objects are *unstructured.Unstructured, except for resources registered with CacheTyped;
 // code that reads objects of any resource uses meta.Accessor.
@@ -153,9 +154,8 @@ func (i *Informers) CacheTyped(gvr schema.GroupVersionResource, newObj func() ru
 }
 
 // ListTyped makes For(gvr) list and watch gvr through lw, a typed client's, instead of the
-// dynamic client: a typed client can ask for protobuf, which the API server encodes and the
-// informer decodes several times faster than JSON, and its objects need no conversion from
-// unstructured. newObj returns an empty object of lw's type; gvr must be cached typed
+// dynamic client: a typed client can ask for protobuf, cheaper than JSON for the API server to
+// encode and for the informer to decode, and its objects need no conversion from unstructured. newObj returns an empty object of lw's type; gvr must be cached typed
 // (CacheTyped) with that type. Like the dynamic client's, lw's lists and watches wait out an
 // unreachable API server. The informers of ForName, ForNamespace and ForSelector stay dynamic.
 // Call it before For(gvr).
