@@ -119,18 +119,21 @@ func CacheTyped(inf *engine.Informers) {
 // fifth of the controller's CPU with thousands of pods. Call it before CacheTyped's informers
 // are created.
 func ListTyped(inf *engine.Informers, kube kubernetes.Interface) {
-	lw := func(list func(context.Context, metav1.ListOptions) (runtime.Object, error), w func(context.Context, metav1.ListOptions) (watch.Interface, error)) cache.ListerWatcher {
-		return cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{ListWithContextFunc: list, WatchFuncWithContext: w}, kube)
-	}
-	slices := kube.ResourceV1().ResourceSlices()
-	inf.ListTyped(gvr.ResourceSlices, func() runtime.Object { return &resourcev1.ResourceSlice{} }, lw(
-		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return slices.List(ctx, o) }, slices.Watch))
-	nodes := kube.CoreV1().Nodes()
-	inf.ListTyped(gvr.Nodes, func() runtime.Object { return &corev1.Node{} }, lw(
-		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return nodes.List(ctx, o) }, nodes.Watch))
-	pods := kube.CoreV1().Pods(metav1.NamespaceAll)
-	inf.ListTyped(gvr.Pods, func() runtime.Object { return &corev1.Pod{} }, lw(
-		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return pods.List(ctx, o) }, pods.Watch))
+	inf.ListTyped(gvr.ResourceSlices, typedLister[*resourcev1.ResourceSliceList](kube, kube.ResourceV1().ResourceSlices()))
+	inf.ListTyped(gvr.Nodes, typedLister[*corev1.NodeList](kube, kube.CoreV1().Nodes()))
+	inf.ListTyped(gvr.Pods, typedLister[*corev1.PodList](kube, kube.CoreV1().Pods(metav1.NamespaceAll)))
+}
+
+// typedLister lists and watches with api, one resource's typed client of kube (whose support of
+// watch-list semantics it passes on to client-go's reflector).
+func typedLister[L runtime.Object](kube kubernetes.Interface, api interface {
+	List(context.Context, metav1.ListOptions) (L, error)
+	Watch(context.Context, metav1.ListOptions) (watch.Interface, error)
+}) cache.ListerWatcher {
+	return cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
+		ListWithContextFunc:  func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return api.List(ctx, o) },
+		WatchFuncWithContext: api.Watch,
+	}, kube)
 }
 
 // prunePod caches a pod as a *compactpod.Pod: what allocator.ClaimNeedsSimulatedAllocation,

@@ -50,16 +50,12 @@ type Informers struct {
 	pruned map[schema.GroupVersionResource]func(*unstructured.Unstructured)
 	// optional are the resources the API server may not serve (see Optional).
 	optional *optionalSet
+	// apiTypes make an empty object of each resource cached typed (see CacheTyped).
+	apiTypes map[schema.GroupVersionResource]func() runtime.Object
 	// listers are the resources For lists and watches through a typed client (see ListTyped);
 	// own are the informers built over them, which no factory starts.
-	listers map[schema.GroupVersionResource]typedLister
+	listers map[schema.GroupVersionResource]cache.ListerWatcher
 	own     []cache.SharedIndexInformer
-}
-
-// typedLister lists and watches one resource through a typed client.
-type typedLister struct {
-	lw     cache.ListerWatcher
-	newObj func() runtime.Object
 }
 
 // NewInformers returns informers over client with no periodic resync: the engine is event-driven.
@@ -82,7 +78,8 @@ func NewInformers(client dynamic.Interface) *Informers {
 		typed:     map[schema.GroupVersionResource]cache.TransformFunc{},
 		pruned:    map[schema.GroupVersionResource]func(*unstructured.Unstructured){},
 		optional:  optional,
-		listers:   map[schema.GroupVersionResource]typedLister{},
+		apiTypes:  map[schema.GroupVersionResource]func() runtime.Object{},
+		listers:   map[schema.GroupVersionResource]cache.ListerWatcher{},
 	}
 }
 
@@ -142,7 +139,7 @@ func (i *Informers) CacheTyped(gvr schema.GroupVersionResource, newObj func() ru
 	}
 	i.mu.Lock()
 	defer i.mu.Unlock()
-	i.typed[gvr] = transform
+	i.typed[gvr], i.apiTypes[gvr] = transform, newObj
 	if inf, ok := i.byGVR[gvr]; ok {
 		_ = inf.SetTransform(transform)
 	}
@@ -155,14 +152,14 @@ func (i *Informers) CacheTyped(gvr schema.GroupVersionResource, newObj func() ru
 
 // ListTyped makes For(gvr) list and watch gvr through lw, a typed client's, instead of the
 // dynamic client: a typed client can ask for protobuf, cheaper than JSON for the API server to
-// encode and for the informer to decode, and its objects need no conversion from unstructured. newObj returns an empty object of lw's type; gvr must be cached typed
-// (CacheTyped) with that type. Like the dynamic client's, lw's lists and watches wait out an
-// unreachable API server. The informers of ForName, ForNamespace and ForSelector stay dynamic.
-// Call it before For(gvr).
-func (i *Informers) ListTyped(gvr schema.GroupVersionResource, newObj func() runtime.Object, lw cache.ListerWatcher) {
+// encode and for the informer to decode, and its objects need no conversion from unstructured.
+// gvr must be cached typed (CacheTyped) with lw's type. Like the dynamic client's, lw's lists
+// and watches wait out an unreachable API server. The informers of ForName, ForNamespace and
+// ForSelector stay dynamic. Call it before For(gvr).
+func (i *Informers) ListTyped(gvr schema.GroupVersionResource, lw cache.ListerWatcher) {
 	i.mu.Lock()
 	defer i.mu.Unlock()
-	i.listers[gvr] = typedLister{lw: reconnectingLW{lw}, newObj: newObj}
+	i.listers[gvr] = reconnectingLW{lw}
 }
 
 // IsTyped reports whether gvr is cached typed (see CacheTyped).
@@ -267,9 +264,13 @@ func (i *Informers) For(gvr schema.GroupVersionResource) cache.SharedIndexInform
 		return inf
 	}
 	var inf cache.SharedIndexInformer
-	if l, ok := i.listers[gvr]; ok {
+	if lw, ok := i.listers[gvr]; ok {
+		var example runtime.Object // the reflector's expected type: nil checks none
+		if newObj := i.apiTypes[gvr]; newObj != nil {
+			example = newObj()
+		}
 		// The dynamic factory's informers index by namespace; so does this one.
-		inf = cache.NewSharedIndexInformer(l.lw, l.newObj(), 0, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+		inf = cache.NewSharedIndexInformer(lw, example, 0, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 		i.own = append(i.own, inf)
 	} else {
 		inf = i.factory.ForResource(gvr).Informer()
@@ -358,17 +359,12 @@ func (i *Informers) Start(ctx context.Context) error {
 	for _, f := range factories {
 		f.Start(ctx.Done())
 	}
-	for _, inf := range own {
+	synced := make([]cache.InformerSynced, len(own))
+	for k, inf := range own {
 		go inf.RunWithContext(ctx)
+		synced[k] = inf.HasSynced
 	}
-	if !cache.WaitForCacheSync(ctx.Done(), func() bool {
-		for _, inf := range own {
-			if !inf.HasSynced() {
-				return false
-			}
-		}
-		return true
-	}) {
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		return fmt.Errorf("typed caches did not sync")
 	}
 	for _, f := range factories {

@@ -56,7 +56,7 @@ func TestListTyped(t *testing.T) {
 		return p
 	})
 	api := kube.CoreV1().Pods(metav1.NamespaceAll)
-	i.ListTyped(pods, func() runtime.Object { return &corev1.Pod{} }, cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
+	i.ListTyped(pods, cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
 		ListWithContextFunc:  func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return api.List(ctx, o) },
 		WatchFuncWithContext: api.Watch,
 	}, kube))
