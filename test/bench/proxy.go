@@ -127,6 +127,18 @@ func (c Counts) Writes() int {
 	return n
 }
 
+// Leases counts the requests on Leases, whatever their verb (KWOK updates them, the node
+// machine patches them).
+func (c Counts) Leases() int {
+	n := 0
+	for k, v := range c {
+		if _, res, _ := strings.Cut(k, " "); res == "leases" {
+			n += v
+		}
+	}
+	return n
+}
+
 // String lists the counts, largest first.
 func (c Counts) String() string {
 	keys := slices.Collect(maps.Keys(c))

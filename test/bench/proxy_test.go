@@ -34,6 +34,12 @@ func TestCounts(t *testing.T) {
 	if s := d.String(); s != "update leases 15, patch pods/status 5, get nodes 2" {
 		t.Fatalf("String() = %q", s)
 	}
+	// Both agents' renewals: KWOK updates Leases, the node machine patches them; a pod's status
+	// patch is not a Lease request.
+	mixed := Counts{"update leases": 3, "patch leases": 4, "create leases": 1, "patch pods/status": 5, "watch leases": 2}
+	if n := mixed.Leases(); n != 10 {
+		t.Fatalf("Leases() = %d, want 10", n)
+	}
 }
 
 func TestParseProcCPU(t *testing.T) {

@@ -412,12 +412,12 @@ func (e *Env) runWorkload(ctx context.Context, agent string, proxy *CountingProx
 	return s, nil
 }
 
-// settle waits until the proxy's counts other than Lease updates stay unchanged for quiet.
+// settle waits until the proxy's counts other than Lease requests stay unchanged for quiet.
 func settle(ctx context.Context, proxy *CountingProxy, quiet, timeout time.Duration) {
 	last, since := -1, time.Now()
 	_ = poll(ctx, timeout, func() (bool, error) {
 		c := proxy.Counts()
-		n := c.Total() - c["update leases"]
+		n := c.Total() - c.Leases()
 		if n != last {
 			last, since = n, time.Now()
 			return false, nil
