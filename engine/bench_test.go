@@ -78,16 +78,16 @@ func benchRunner(tb testing.TB) *runner {
 	return testRunner(tb, benchMachine, reg, time.Date(2026, 7, 2, 0, 0, 0, 0, time.UTC))
 }
 
-// engineStep is what sync does without the cache and the API: copy the object, run the
-// real step (Decide, looplab/fsm with the actions in its callback, conditions) and diff the
-// status. It returns the state reached and whether a status write is due.
+// engineStep is what sync does without the cache and the API: run the real step (Decide,
+// looplab/fsm with the actions in its callback, conditions) and diff the status. It returns the
+// state reached and whether a status write is due.
 func engineStep(ctx context.Context, r *runner, cached *unstructured.Unstructured) (string, bool, error) {
-	obj := cached.DeepCopy()
-	st := r.step(ctx, Input{Object: obj, Facts: r.newFacts(ctx, obj), Now: r.e.o.Now()})
+	in := Input{Object: cached, Facts: r.newFacts(ctx, cached), Now: r.e.o.Now()}
+	st := r.step(ctx, &in)
 	if st.Outcome != Done {
 		return st.To, false, st.Err
 	}
-	return st.To, !sameStatus(statusView(cached), statusView(obj)), nil
+	return st.To, in.Object != cached && !sameStatus(statusView(cached), statusView(in.Object)), nil
 }
 
 // handWritten is what a controller without the engine would do for the same machine.

@@ -377,7 +377,10 @@ func TestStepFiresThroughFSM(t *testing.T) {
 	run := func(obj *unstructured.Unstructured, errs map[string]error, f *fakeFacts) (Step, *jobActions) {
 		a := &jobActions{err: errs}
 		r := testRunner(t, lifecycle, a.registry(), t0)
-		return r.step(t.Context(), Input{Object: obj, Facts: f, Now: t0}), a
+		in := Input{Object: obj, Facts: f, Now: t0}
+		st := r.step(t.Context(), &in)
+		obj.Object = in.Object.Object // what the pass made of the object (step works on a copy)
+		return st, a
 	}
 	obj := job(nil)
 	st, a := run(obj, nil, &fakeFacts{related: lease})

@@ -529,10 +529,15 @@ func (r *runner) sync(ctx context.Context, key string) (Step, *unstructured.Unst
 	if r.stale(u) || !r.selected(u.GetLabels()) {
 		return Step{Outcome: Done}, nil
 	}
-	// Never modify the cache: actions get a private copy.
-	obj := u.DeepCopy()
-	in := r.input(ctx, obj)
-	st := r.step(ctx, in)
+	// Deciding only reads the cached object; step gives the actions and conditions a private
+	// copy. Most passes fire nothing (an echo of our own write, a claim already allocated)
+	// and so neither copy the object nor compare its status.
+	in := r.input(ctx, u)
+	st := r.step(ctx, &in)
+	obj := in.Object
+	if obj == u {
+		return st, obj
+	}
 	// Actions that wrote the object itself (finalizers, metadata) hand back its new
 	// resourceVersion: wait for the cache to show it before deciding anything else.
 	if rv := obj.GetResourceVersion(); rv != u.GetResourceVersion() {
@@ -563,29 +568,32 @@ func (r *runner) sync(ctx context.Context, key string) (Step, *unstructured.Unst
 }
 
 // step is the pass without the status write: Decide, fire the transition (running its
-// actions), map a blocked outcome, and set the target state's conditions on in.Object.
+// actions), map a blocked outcome, and set the target state's conditions on in.Object. Before
+// anything changes in.Object it is replaced by a copy, so the caller's object (the cache's) is
+// never modified; in.Object is still the caller's when nothing fired and no condition is set.
 // BenchmarkTransition measures it.
-func (r *runner) step(ctx context.Context, in Input) Step {
-	st := Decide(r.m, in)
+func (r *runner) step(ctx context.Context, in *Input) Step {
+	st := Decide(r.m, *in)
 	if st.Err != nil {
 		if b, ok := asBlocked(st.Err); ok {
-			st = BlockedStep(r.m, st, b, in)
+			st = BlockedStep(r.m, st, b, *in)
 		}
 		if st.Outcome != Done {
 			return st
 		}
 	}
 	if st.Transition != nil {
+		in.Object = in.Object.DeepCopy()
 		var data map[string]any
 		lazy := func() map[string]any {
 			if data == nil {
-				data = TemplateData(r.m, in, nil)
+				data = TemplateData(r.m, *in, nil)
 			}
 			return data
 		}
 		to, err := r.fire(ctx, in.Object, st, lazy)
 		if b, ok := asBlocked(err); ok {
-			st = BlockedStep(r.m, st, b, in)
+			st = BlockedStep(r.m, st, b, *in)
 			if st.Outcome != Done {
 				return st
 			}
@@ -594,7 +602,7 @@ func (r *runner) step(ctx context.Context, in Input) Step {
 		} else {
 			st.To = to
 			// Actions may have changed the object: render the conditions it now shows.
-			if st.Conditions, err = RenderConditions(r.m, st.To, in, nil); err != nil {
+			if st.Conditions, err = RenderConditions(r.m, st.To, *in, nil); err != nil {
 				return ErrorStep(r.m, st, err, in.Retries)
 			}
 		}
@@ -602,6 +610,9 @@ func (r *runner) step(ctx context.Context, in Input) Step {
 	// An object resting in a terminal state is left alone; one entering it shows its conditions
 	// (they are how the next pass derives it).
 	if r.m.Status.Conditions && !r.m.States[st.From].Terminal {
+		if st.Transition == nil {
+			in.Object = in.Object.DeepCopy()
+		}
 		r.setConditions(in.Object, st.Conditions)
 	}
 	return st

@@ -7,11 +7,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/draforge/draforge/engine/unstructuredjson"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/draforge/draforge/cmd/draforge/internal/kubeletplugin"
@@ -76,7 +77,7 @@ func runKubeletPlugin(ctx context.Context, kf *kubeFlags, o *kubeletPluginOption
 	if err != nil {
 		return err
 	}
-	dyn, err := dynamic.NewForConfig(cfg)
+	dyn, err := unstructuredjson.NewDynamicClient(cfg)
 	if err != nil {
 		return err
 	}

@@ -7,6 +7,8 @@ import (
 	"os"
 	"time"
 
+	"github.com/draforge/draforge/engine/unstructuredjson"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	"github.com/spf13/pflag"
@@ -107,7 +109,8 @@ func newBaseProcess(kf *kubeFlags, o processOptions) (*process, error) {
 	cfg.UserAgent = "draforge-" + o.component + "/" + Version
 	// Built-in types over protobuf, as kube-scheduler and kube-controller-manager talk: cheaper
 	// to encode and decode on both ends than JSON. The dynamic client (our CRDs, the machines'
-	// unstructured objects) can only speak JSON.
+	// unstructured objects) can only speak JSON; its decoder parses each object once
+	// (engine/unstructuredjson).
 	kcfg := rest.CopyConfig(cfg)
 	kcfg.ContentType = runtime.ContentTypeProtobuf
 	kcfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
@@ -115,7 +118,7 @@ func newBaseProcess(kf *kubeFlags, o processOptions) (*process, error) {
 	if err != nil {
 		return nil, err
 	}
-	dyn, err := dynamic.NewForConfig(cfg)
+	dyn, err := unstructuredjson.NewDynamicClient(cfg)
 	if err != nil {
 		return nil, err
 	}
