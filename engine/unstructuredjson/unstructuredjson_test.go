@@ -131,4 +131,3 @@ func BenchmarkWatchEvent(b *testing.B) {
 		})
 	}
 }
-
