@@ -1,17 +1,17 @@
-// Package unstructuredjson gives the dynamic client a JSON decoder that parses each object
-// once. client-go's own decodes a watch event's object in four passes over its bytes (the
-// serializer looks for apiVersion and kind, validates, then hands the bytes to Unstructured's
-// UnmarshalJSON, which validates and parses again with encoding/json); the machines' watches
-// of claims, bound pods, simulated nodes and Leases are JSON (unstructured objects have no
-// protobuf form), and decoding them was the largest part of the controller's CPU with
-// thousands of pods. Anything this decoder does not handle the same way (lists, objects
-// without apiVersion or kind, typed targets, malformed input) goes to client-go's decoder.
+// Package unstructuredjson gives the dynamic client a JSON decoder that reads each object's
+// bytes twice (validate, parse) instead of client-go's four to six: its serializer scans a
+// watch event's envelope and its object for apiVersion and kind, validates, then hands the
+// bytes to Unstructured's UnmarshalJSON, which validates and parses again with encoding/json.
+// The machines' watches of claims, bound pods, simulated nodes and Leases are JSON
+// (unstructured objects have no protobuf form), and decoding them was a fifth of the
+// controller's CPU with thousands of pods. Anything this decoder does not handle the same way
+// (lists, kinds client-go decodes typed such as a Status, objects without apiVersion or kind,
+// typed targets, malformed input) goes to client-go's decoder.
 package unstructuredjson
 
 import (
 	"encoding/json"
 	"errors"
-	"net/http"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -22,23 +22,17 @@ import (
 	kjson "sigs.k8s.io/json"
 )
 
-// NewDynamicClient is dynamic.NewForConfig with the one-parse JSON decoder.
+// NewDynamicClient is dynamic.NewForConfig with this package's JSON decoder.
 func NewDynamicClient(c *rest.Config) (*dynamic.DynamicClient, error) {
 	h, err := rest.HTTPClientFor(c)
 	if err != nil {
 		return nil, err
 	}
-	return NewDynamicClientForConfigAndClient(c, h)
-}
-
-// NewDynamicClientForConfigAndClient is dynamic.NewForConfigAndClient with the one-parse JSON
-// decoder.
-func NewDynamicClientForConfigAndClient(c *rest.Config, h *http.Client) (*dynamic.DynamicClient, error) {
 	cfg := dynamic.ConfigFor(c)
 	// As dynamic.NewForConfigAndClient: every request sets its own absolute path.
 	cfg.GroupVersion = nil
 	cfg.APIPath = "/if-you-see-this-search-for-the-break"
-	cfg.NegotiatedSerializer = Wrap(cfg.NegotiatedSerializer)
+	cfg.NegotiatedSerializer = wrap(cfg.NegotiatedSerializer)
 	rc, err := rest.UnversionedRESTClientForConfigAndClient(cfg, h)
 	if err != nil {
 		return nil, err
@@ -46,8 +40,8 @@ func NewDynamicClientForConfigAndClient(c *rest.Config, h *http.Client) (*dynami
 	return dynamic.New(rc), nil
 }
 
-// Wrap returns ns with its JSON decoders replaced by the one-parse ones (encoders unchanged).
-func Wrap(ns runtime.NegotiatedSerializer) runtime.NegotiatedSerializer {
+// wrap returns ns with its JSON decoders replaced by this package's (encoders unchanged).
+func wrap(ns runtime.NegotiatedSerializer) runtime.NegotiatedSerializer {
 	infos := append([]runtime.SerializerInfo(nil), ns.SupportedMediaTypes()...)
 	for i, info := range infos {
 		if info.MediaType != runtime.ContentTypeJSON {
@@ -71,7 +65,7 @@ type negotiated struct {
 
 func (n negotiated) SupportedMediaTypes() []runtime.SerializerInfo { return n.infos }
 
-// objectSerializer decodes an object into *unstructured.Unstructured with one parse.
+// objectSerializer decodes an object into *unstructured.Unstructured.
 type objectSerializer struct{ runtime.Serializer }
 
 func (s objectSerializer) Decode(data []byte, defaults *schema.GroupVersionKind, into runtime.Object) (runtime.Object, *schema.GroupVersionKind, error) {
@@ -79,7 +73,7 @@ func (s objectSerializer) Decode(data []byte, defaults *schema.GroupVersionKind,
 	if !ok && into != nil {
 		return s.Serializer.Decode(data, defaults, into)
 	}
-	obj, err := Object(data)
+	obj, err := parseObject(data)
 	if err != nil {
 		return s.Serializer.Decode(data, defaults, into)
 	}
@@ -94,10 +88,10 @@ func (s objectSerializer) Decode(data []byte, defaults *schema.GroupVersionKind,
 // errNotObject sends input this package does not decode to client-go's decoder.
 var errNotObject = errors.New("not a single object with apiVersion and kind")
 
-// Object parses data, a JSON object with apiVersion and kind that is not a list, into the map
+// parseObject parses data, a JSON object with apiVersion and kind that is not a list, into the map
 // unstructured.Unstructured holds, as unstructured.UnstructuredJSONScheme would: integers as
 // int64, other numbers as float64.
-func Object(data []byte) (map[string]any, error) {
+func parseObject(data []byte) (map[string]any, error) {
 	var m map[string]any
 	if err := kjson.UnmarshalCaseSensitivePreserveInts(data, &m); err != nil {
 		return nil, err

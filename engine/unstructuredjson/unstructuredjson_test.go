@@ -40,7 +40,7 @@ const pod = `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","namespace":
 // TestObjectDecodesAsClientGo: every input decodes to what client-go's decoder gives (the same
 // maps and number types, or an error), whether this package parses it or hands it on.
 func TestObjectDecodesAsClientGo(t *testing.T) {
-	want, fast := jsonInfo(t, stock()).Serializer, jsonInfo(t, Wrap(stock())).Serializer
+	want, fast := jsonInfo(t, stock()).Serializer, jsonInfo(t, wrap(stock())).Serializer
 	for name, in := range map[string]string{
 		"pod":            pod,
 		"status":         `{"apiVersion":"v1","kind":"Status","status":"Failure","reason":"Expired","code":410}`,
@@ -105,7 +105,7 @@ func TestWatchStreamDecodesAsClientGo(t *testing.T) {
 		}
 	}
 	wTypes, wObjs, wErr := decode(stock())
-	gTypes, gObjs, gErr := decode(Wrap(stock()))
+	gTypes, gObjs, gErr := decode(wrap(stock()))
 	if len(wTypes) != 5 || !equality.Semantic.DeepEqual(wTypes, gTypes) || !equality.Semantic.DeepEqual(wObjs, gObjs) {
 		t.Fatalf("events %v %v, client-go %v %v", gTypes, gObjs, wTypes, wObjs)
 	}
@@ -117,7 +117,7 @@ func TestWatchStreamDecodesAsClientGo(t *testing.T) {
 // BenchmarkWatchEvent decodes one pod's MODIFIED event as the dynamic client's watch does.
 func BenchmarkWatchEvent(b *testing.B) {
 	frame := []byte(`{"type":"MODIFIED","object":` + pod + "}\n")
-	for name, ns := range map[string]runtime.NegotiatedSerializer{"client-go": stock(), "one-parse": Wrap(stock())} {
+	for name, ns := range map[string]runtime.NegotiatedSerializer{"client-go": stock(), "unstructuredjson": wrap(stock())} {
 		b.Run(name, func(b *testing.B) {
 			info := jsonInfo(b, ns)
 			b.ReportAllocs()
