@@ -7,8 +7,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/draforge/draforge/engine/unstructuredjson"
-
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -20,6 +18,7 @@ import (
 	"github.com/draforge/draforge/engine/health"
 	"github.com/draforge/draforge/engine/logging"
 	"github.com/draforge/draforge/engine/metrics"
+	"github.com/draforge/draforge/engine/unstructuredjson"
 )
 
 type kubeletPluginOptions struct {

@@ -7,8 +7,6 @@ import (
 	"os"
 	"time"
 
-	"github.com/draforge/draforge/engine/unstructuredjson"
-
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	"github.com/spf13/pflag"
@@ -23,6 +21,7 @@ import (
 	"github.com/draforge/draforge/engine"
 	"github.com/draforge/draforge/engine/logging"
 	"github.com/draforge/draforge/engine/machine"
+	"github.com/draforge/draforge/engine/unstructuredjson"
 )
 
 // processOptions are the settings the long-running commands (controller, serve) share.
@@ -109,7 +108,7 @@ func newBaseProcess(kf *kubeFlags, o processOptions) (*process, error) {
 	cfg.UserAgent = "draforge-" + o.component + "/" + Version
 	// Built-in types over protobuf, as kube-scheduler and kube-controller-manager talk: cheaper
 	// to encode and decode on both ends than JSON. The dynamic client (our CRDs, the machines'
-	// unstructured objects) can only speak JSON; its decoder parses each object once
+	// unstructured objects) can only speak JSON; its decoder validates and parses each object once
 	// (engine/unstructuredjson).
 	kcfg := rest.CopyConfig(cfg)
 	kcfg.ContentType = runtime.ContentTypeProtobuf
