@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/dynamic-resource-allocation/structured"
 
@@ -114,7 +115,7 @@ func CacheTyped(inf *engine.Informers) {
 }
 
 // ListTyped makes inf list and watch the high-volume resources the drivers read (slices, nodes,
-// pods) through kube, a typed client that should ask for protobuf (see engine.ListTyped):
+// pods) through kube, a typed client of KubeConfig (protobuf, see engine.ListTyped):
 // decoding their watch streams as JSON into unstructured objects and converting those was a
 // fifth of the controller's CPU with thousands of pods. Call it before CacheTyped's informers
 // are created.
@@ -122,6 +123,16 @@ func ListTyped(inf *engine.Informers, kube kubernetes.Interface) {
 	inf.ListTyped(gvr.ResourceSlices, typedLister[*resourcev1.ResourceSliceList](kube, kube.ResourceV1().ResourceSlices()))
 	inf.ListTyped(gvr.Nodes, typedLister[*corev1.NodeList](kube, kube.CoreV1().Nodes()))
 	inf.ListTyped(gvr.Pods, typedLister[*corev1.PodList](kube, kube.CoreV1().Pods(metav1.NamespaceAll)))
+}
+
+// KubeConfig is cfg for the typed client ListTyped and the drivers use: built-in types over
+// protobuf, as kube-scheduler and kube-controller-manager talk, cheaper to encode and decode on
+// both ends than JSON (JSON stays accepted for what has no protobuf form).
+func KubeConfig(cfg *rest.Config) *rest.Config {
+	c := rest.CopyConfig(cfg)
+	c.ContentType = runtime.ContentTypeProtobuf
+	c.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
+	return c
 }
 
 // typedLister lists and watches with api, one resource's typed client of kube (whose support of

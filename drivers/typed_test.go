@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
+	"k8s.io/client-go/rest"
 
 	"github.com/draforge/draforge/drivers/compactpod"
 	"github.com/draforge/draforge/drivers/compactslice"
@@ -111,3 +112,19 @@ func TestTypedCachesShareObjects(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestKubeConfig: the drivers' typed client asks for protobuf (JSON still accepted) and keeps
+// everything else of the config, which stays as it was.
+func TestKubeConfig(t *testing.T) {
+	cfg := &rest.Config{Host: "https://example", QPS: 7, Burst: 9, UserAgent: "ua"}
+	got := KubeConfig(cfg)
+	if got.ContentType != runtime.ContentTypeProtobuf || got.AcceptContentTypes != runtime.ContentTypeProtobuf+","+runtime.ContentTypeJSON {
+		t.Fatalf("content type %q, accept %q", got.ContentType, got.AcceptContentTypes)
+	}
+	if got.Host != cfg.Host || got.QPS != 7 || got.Burst != 9 || got.UserAgent != "ua" {
+		t.Fatalf("config not kept: %+v", got)
+	}
+	if cfg.ContentType != "" || cfg.AcceptContentTypes != "" {
+		t.Fatalf("the given config changed: %+v", cfg)
+	}
+}

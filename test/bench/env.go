@@ -28,13 +28,13 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/draforge/draforge/drivers"
 	"github.com/draforge/draforge/drivers/gvr"
 	"github.com/draforge/draforge/drivers/simdevice"
 	"github.com/draforge/draforge/test/cluster"
@@ -156,13 +156,11 @@ func StartCluster(ctx context.Context, dir, bin string, log io.Writer, args map[
 }
 
 // asController is cfg with the QPS and burst given and the wire format of the controller's typed
-// client (protobuf, cmd/draforge/internal/cli newBaseProcess): the raw baselines write what the
-// controller writes the way it writes it.
+// client (drivers.KubeConfig, protobuf): the raw baselines write what the controller writes the
+// way it writes it.
 func asController(cfg *rest.Config, qps, burst int) *rest.Config {
-	c := rest.CopyConfig(cfg)
+	c := drivers.KubeConfig(cfg)
 	c.QPS, c.Burst = float32(qps), burst
-	c.ContentType = k8sruntime.ContentTypeProtobuf
-	c.AcceptContentTypes = k8sruntime.ContentTypeProtobuf + "," + k8sruntime.ContentTypeJSON
 	return c
 }
 

@@ -10,7 +10,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	"github.com/spf13/pflag"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -106,14 +105,10 @@ func newBaseProcess(kf *kubeFlags, o processOptions) (*process, error) {
 	}
 	cfg.QPS, cfg.Burst = o.qps, o.burst
 	cfg.UserAgent = "draforge-" + o.component + "/" + Version
-	// Built-in types over protobuf, as kube-scheduler and kube-controller-manager talk: cheaper
-	// to encode and decode on both ends than JSON. The dynamic client (our CRDs, the machines'
-	// unstructured objects) can only speak JSON; its decoder validates and parses each object once
-	// (engine/unstructuredjson).
-	kcfg := rest.CopyConfig(cfg)
-	kcfg.ContentType = runtime.ContentTypeProtobuf
-	kcfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
-	kube, err := kubernetes.NewForConfig(kcfg)
+	// Built-in types over protobuf (drivers.KubeConfig). The dynamic client (our CRDs, the
+	// machines' unstructured objects) can only speak JSON; its decoder validates and parses each
+	// object once (engine/unstructuredjson).
+	kube, err := kubernetes.NewForConfig(drivers.KubeConfig(cfg))
 	if err != nil {
 		return nil, err
 	}
