@@ -19,6 +19,8 @@ type Plan struct {
 	// Blocked are desired slice names held by another live pool incarnation; publishing waits.
 	Blocked []string
 	Nodes   []simdevice.NodeStatus
+	// inputs are what the plan was made from (the driver's settledPlan without nodes).
+	inputs *settledPlan
 }
 
 // Empty reports whether the plan writes nothing.
@@ -62,7 +64,10 @@ func MakePlan(desired, owned []*resourcev1.ResourceSlice, byName func(string) *r
 			if inSync {
 				continue
 			}
-			w := d.DeepCopy()
+			// A shallow copy: the write shares the desired slice's devices and labels, which
+			// nothing changes; a deep copy of thousands of slices was most of a large plan.
+			c := *d
+			w := &c
 			w.Spec.Pool.Generation = gen
 			if cur, ok := ownedByName[d.Name]; ok {
 				w.ResourceVersion = cur.ResourceVersion

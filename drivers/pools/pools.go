@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -51,6 +52,9 @@ type Driver struct {
 	// until the slice cache shows it, so a pass never plans on a cache that lags our writes.
 	expectMu sync.Mutex
 	expect   map[string]expectation
+	// settled holds, per pool UID, the inputs of its last plan that left nothing to write.
+	settledMu sync.Mutex
+	settled   map[types.UID]*settledPlan
 }
 
 // expectation is a write of ours to a slice not yet seen by the slice cache.
@@ -63,30 +67,12 @@ type expectation struct {
 // Register adds the driver's indexes to the informers and its functions to reg.
 func Register(reg *engine.Registry, inf *engine.Informers, kube kubernetes.Interface, dyn dynamic.Interface) (*Driver, error) {
 	d := &Driver{kube: kube, dyn: dyn, inf: inf, pools: inf.For(gvr.SimulatedDevicePools), slices: inf.For(gvr.ResourceSlices),
-		nodes: inf.For(gvr.Nodes), now: time.Now, expect: map[string]expectation{}}
-	if err := d.slices.AddIndexers(cache.Indexers{
-		byUID: labelIndex(func(l map[string]string) string { return l[simdevice.LabelSDPUID] }),
-		byOwner: labelIndex(func(l map[string]string) string {
-			if l[simdevice.LabelSDPName] == "" {
-				return ""
-			}
-			return l[simdevice.LabelSDPNamespace] + "/" + l[simdevice.LabelSDPName]
-		}),
-	}); err != nil {
+		nodes: inf.For(gvr.Nodes), now: time.Now, expect: map[string]expectation{},
+		settled: map[types.UID]*settledPlan{}}
+	if err := d.slices.AddIndexers(sliceIndexers); err != nil {
 		return nil, err
 	}
-	if err := d.pools.AddIndexers(cache.Indexers{
-		byUID: func(obj any) ([]string, error) {
-			return []string{string(obj.(*unstructured.Unstructured).GetUID())}, nil
-		},
-		byKey: func(obj any) ([]string, error) {
-			p, err := simdevice.FromUnstructured(obj.(*unstructured.Unstructured))
-			if err != nil {
-				return nil, nil
-			}
-			return []string{simdevice.PoolKey(p)}, nil
-		},
-	}); err != nil {
+	if err := d.pools.AddIndexers(poolIndexers); err != nil {
 		return nil, err
 	}
 	reg.Observation("poolSpecInvalid", d.specInvalid)
@@ -96,6 +82,31 @@ func Register(reg *engine.Registry, inf *engine.Informers, kube kubernetes.Inter
 	reg.Action("publishPoolSlices", d.publish)
 	reg.Action("recordPoolStatus", d.recordStatus)
 	return d, nil
+}
+
+// sliceIndexers find a pool's slices by its UID label and by its namespace/name labels.
+var sliceIndexers = cache.Indexers{
+	byUID: labelIndex(func(l map[string]string) string { return l[simdevice.LabelSDPUID] }),
+	byOwner: labelIndex(func(l map[string]string) string {
+		if l[simdevice.LabelSDPName] == "" {
+			return ""
+		}
+		return l[simdevice.LabelSDPNamespace] + "/" + l[simdevice.LabelSDPName]
+	}),
+}
+
+// poolIndexers find pools by UID and by simdevice.PoolKey.
+var poolIndexers = cache.Indexers{
+	byUID: func(obj any) ([]string, error) {
+		return []string{string(obj.(*unstructured.Unstructured).GetUID())}, nil
+	},
+	byKey: func(obj any) ([]string, error) {
+		p, err := simdevice.FromUnstructured(obj.(*unstructured.Unstructured))
+		if err != nil {
+			return nil, nil
+		}
+		return []string{simdevice.PoolKey(p)}, nil
+	},
 }
 
 func labelIndex(value func(map[string]string) string) cache.IndexFunc {
@@ -168,11 +179,18 @@ func (d *Driver) makePlan(obj *unstructured.Unstructured) (Plan, error) {
 	if err != nil {
 		return Plan{}, err
 	}
-	desired, err := simdevice.DesiredSlices(pool, d.nodeList())
+	nodes := d.nodeList()
+	inputs := &settledPlan{generation: obj.GetGeneration(), targets: targeted(pool, nodes)}
+	versions, adoptable := d.ownedVersions(obj)
+	if st := d.settledFor(obj.GetUID()); adoptable && st.matches(inputs.generation, inputs.targets, versions) {
+		return Plan{Nodes: st.nodes, inputs: st}, nil
+	}
+	desired, err := simdevice.DesiredSlices(pool, nodes)
 	if err != nil {
 		return Plan{}, err
 	}
-	for _, s := range append(desired, d.owned(obj)...) {
+	owned := d.owned(obj)
+	for _, s := range append(desired, owned...) {
 		if d.awaited(s.Name) {
 			return Plan{}, engine.Pending("CacheLag", "waiting for the cache to observe slice "+s.Name, 0)
 		}
@@ -189,7 +207,15 @@ func (d *Driver) makePlan(obj *unstructured.Unstructured) (Plan, error) {
 		objs, _ := d.pools.GetIndexer().ByIndex(byUID, uid)
 		return len(objs) > 0
 	}
-	return MakePlan(desired, d.owned(obj), byName, alive), nil
+	plan := MakePlan(desired, owned, byName, alive)
+	if adoptable {
+		inputs.versions, inputs.nodes = versions, plan.Nodes
+		plan.inputs = inputs
+		if plan.Empty() {
+			d.settle(obj.GetUID(), inputs)
+		}
+	}
+	return plan, nil
 }
 
 // owned returns the slices carrying the pool's UID plus legacy slices of the earlier project
@@ -242,6 +268,16 @@ func (d *Driver) publish(ctx context.Context, obj *unstructured.Unstructured) er
 	if err != nil {
 		return err
 	}
+	d.settle(obj.GetUID(), nil)
+	// written collects the resourceVersions the plan's writes leave.
+	var mu sync.Mutex
+	written := map[string]string{}
+	wrote := func(name, rv string) {
+		mu.Lock()
+		written[name] = rv
+		mu.Unlock()
+		d.await(obj.GetUID(), name, rv)
+	}
 	api := d.kube.ResourceV1().ResourceSlices()
 	// Deletes first (they may free a name a create needs), then creates and updates. Each
 	// group is written with bounded concurrency: one by one, a thousand-node pool spends most
@@ -250,7 +286,7 @@ func (d *Driver) publish(ctx context.Context, obj *unstructured.Unstructured) er
 		if err := api.Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 			return err
 		}
-		d.await(obj.GetUID(), name, "")
+		wrote(name, "")
 		return nil
 	}); err != nil {
 		return err
@@ -260,7 +296,7 @@ func (d *Driver) publish(ctx context.Context, obj *unstructured.Unstructured) er
 		if err != nil {
 			return err
 		}
-		d.await(obj.GetUID(), s.Name, out.ResourceVersion)
+		wrote(s.Name, out.ResourceVersion)
 		return nil
 	}); err != nil {
 		return err
@@ -270,7 +306,7 @@ func (d *Driver) publish(ctx context.Context, obj *unstructured.Unstructured) er
 		if err != nil {
 			return err
 		}
-		d.await(obj.GetUID(), s.Name, out.ResourceVersion)
+		wrote(s.Name, out.ResourceVersion)
 		return nil
 	}); err != nil {
 		return err
@@ -279,7 +315,26 @@ func (d *Driver) publish(ctx context.Context, obj *unstructured.Unstructured) er
 		return engine.Blockedf("PoolNameTaken", "ResourceSlice %s is still published by another SimulatedDevicePool of the same name; waiting for it to be deleted", plan.Blocked[0])
 	}
 	setNodes(obj, plan.Nodes)
+	d.settleWritten(obj, plan, written)
 	return nil
+}
+
+// settleWritten records a publication that wrote its whole plan: the pool's slices are now the
+// ones it started from with the writes applied (a deleted slice's name maps to "").
+func (d *Driver) settleWritten(obj *unstructured.Unstructured, plan Plan, written map[string]string) {
+	in := plan.inputs
+	if in == nil || in.versions == nil {
+		return
+	}
+	versions := maps.Clone(in.versions)
+	for name, rv := range written {
+		if rv == "" {
+			delete(versions, name)
+		} else {
+			versions[name] = rv
+		}
+	}
+	d.settle(obj.GetUID(), &settledPlan{generation: in.generation, targets: in.targets, versions: versions, nodes: plan.Nodes})
 }
 
 // writeConcurrency bounds the slice writes of one pass in flight at once.
@@ -467,6 +522,7 @@ func (d *Driver) deleteSlices(ctx context.Context, obj *unstructured.Unstructure
 			return err
 		}
 	}
+	d.settle(obj.GetUID(), nil)
 	unstructured.RemoveNestedField(obj.Object, "status", "nodes")
 	_ = unstructured.SetNestedField(obj.Object, int64(0), "status", "nodeCount")
 	return nil

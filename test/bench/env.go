@@ -12,11 +12,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -132,6 +134,15 @@ func StartCluster(ctx context.Context, dir, bin string, log io.Writer, args map[
 	}
 	e := &Env{Root: root, Log: log, Bin: bin}
 	fmt.Fprintln(log, "bench: starting the local control plane")
+	profileDir := os.Getenv(ProfileDirEnv)
+	if profileDir != "" {
+		args = maps.Clone(args)
+		if args == nil {
+			args = map[cluster.Component][]string{}
+		}
+		// Later flags win: this overrides the cluster's --profiling=false.
+		args[cluster.APIServer] = append(slices.Clone(args[cluster.APIServer]), "--profiling=true")
+	}
 	c, err := cluster.Start(ctx, cluster.Options{Dir: dir, Log: log, Extra: cluster.Workloads, Args: args})
 	if err != nil {
 		return nil, err
@@ -152,7 +163,23 @@ func StartCluster(ctx context.Context, dir, bin string, log io.Writer, args map[
 		c.Stop()
 		return nil, err
 	}
+	if profileDir != "" {
+		go e.profileAPIServer(ctx, profileDir)
+	}
 	return e, nil
+}
+
+// profileAPIServer saves kube-apiserver's CPU profile in 5 s pieces (kube-apiserver-N.pprof)
+// until ctx ends or the API server stops answering.
+func (e *Env) profileAPIServer(ctx context.Context, dir string) {
+	for i := 0; ctx.Err() == nil; i++ {
+		b, err := e.Setup.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/profile").
+			Param("seconds", "5").Timeout(30 * time.Second).DoRaw(ctx)
+		if err != nil {
+			return
+		}
+		_ = os.WriteFile(filepath.Join(dir, fmt.Sprintf("kube-apiserver-%03d.pprof", i)), b, 0o644)
+	}
 }
 
 // asController is cfg with the QPS and burst given and the wire format of the controller's typed
@@ -398,8 +425,9 @@ func (e *Env) StartControllerWith(ctx context.Context, kubeconfig string, args .
 	return c, nil
 }
 
-// ProfileDirEnv names a directory: when set, every bench controller runs with --profiling and
-// its CPU profile is saved there in 5 s pieces (NAME-N.pprof; merge them with go tool pprof).
+// ProfileDirEnv names a directory: when set, every bench controller and kube-apiserver run with
+// profiling on and their CPU profiles are saved there in 5 s pieces (NAME-N.pprof; merge them
+// with go tool pprof).
 const ProfileDirEnv = "DRAFORGE_BENCH_PROFILE_DIR"
 
 // profile saves the controller's CPU profile in 5 s pieces until it stops.
