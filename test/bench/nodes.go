@@ -136,15 +136,7 @@ func (e *Env) nodeHeartbeats(ctx context.Context, n int, window, settle time.Dur
 	if err != nil {
 		return nil, err
 	}
-	for _, node := range nodes.Items {
-		ready := false
-		for _, c := range node.Status.Conditions {
-			ready = ready || (c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue)
-		}
-		if !ready {
-			res.NotReady++
-		}
-	}
+	res.NotReady = notReady(nodes.Items)
 	fmt.Fprintf(e.Log, "bench: %d simulated nodes for %s: %s (%.2f requests per node per minute), %d not Ready, controller CPU %.3f cores, oldest Lease renewal %s ago\n",
 		n, res.Window.Round(time.Second), res.Requests, res.PerNodeMinute(res.Requests.Total()), res.NotReady, res.Cores(), res.OldestLease.Round(time.Second))
 	return res, nil
@@ -186,6 +178,107 @@ func countHeld(leases []coordinationv1.Lease, prefix string) int {
 	n := 0
 	for _, l := range leases {
 		if l.Spec.HolderIdentity != nil && len(l.Name) > len(prefix) && l.Name[:len(prefix)] == prefix {
+			n++
+		}
+	}
+	return n
+}
+
+// KwokNodesResult is KWOK keeping the same nodes alive over the same window.
+type KwokNodesResult struct {
+	Nodes  int
+	Window time.Duration
+	// Requests are KWOK's requests during the window, counted by a proxy of its own.
+	Requests Counts
+	NotReady int
+	// CPU is KWOK's user+system CPU time over the window.
+	CPU time.Duration
+	// Settle is how long it took until KWOK held every node's Lease.
+	Settle      time.Duration
+	OldestLease time.Duration
+}
+
+// PerNodeMinute is v per node per minute of the window.
+func (r *KwokNodesResult) PerNodeMinute(v int) float64 {
+	return float64(v) / float64(r.Nodes) / r.Window.Minutes()
+}
+
+// kwokHeartbeats is nodeHeartbeats with KWOK v0.8.0 and its default stages keeping n nodes
+// alive instead of the node machine: the same control plane, number of nodes, settle and
+// window, with kube-controller-manager running; KWOK renews each Lease every 10 s as a kubelet
+// does (--node-lease-duration-seconds 40).
+func (e *Env) kwokHeartbeats(ctx context.Context, n int, window, settle time.Duration) (*KwokNodesResult, error) {
+	bin, stages, err := cluster.Kwok(ctx, cluster.DefaultCacheDir(), e.Log)
+	if err != nil {
+		return nil, err
+	}
+	const prefix = "bench-kwok"
+	labels := map[string]string{"bench.draforge/kwok": "true"}
+	if err := e.createKwokNodes(ctx, prefix, n, labels); err != nil {
+		return nil, err
+	}
+	defer func() {
+		_ = e.Setup.CoreV1().Nodes().DeleteCollection(context.Background(), metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: "bench.draforge/kwok=true"})
+		_ = e.Setup.CoordinationV1().Leases("kube-node-lease").DeleteCollection(context.Background(), metav1.DeleteOptions{}, metav1.ListOptions{})
+	}()
+	if err := e.Cluster.StartComponent(ctx, cluster.ControllerManager); err != nil {
+		return nil, err
+	}
+	defer func() { _ = e.Cluster.StopComponent(cluster.ControllerManager) }()
+	proxy, err := NewCountingProxy(e.Cluster.Dir, e.Cluster.Server, e.Cluster.Dir)
+	if err != nil {
+		return nil, err
+	}
+	defer proxy.Close()
+	started := time.Now()
+	p, err := e.spawnKwok(bin, stages, proxy.Kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = e.Cluster.StopComponent("kwok") }()
+	if err := poll(ctx, max(time.Minute, time.Duration(n)*60*time.Millisecond), func() (bool, error) {
+		l, err := e.Setup.CoordinationV1().Leases("kube-node-lease").List(ctx, metav1.ListOptions{})
+		return err == nil && countHeld(l.Items, prefix+"-") == n, nil
+	}); err != nil {
+		return nil, fmt.Errorf("KWOK node leases: %w\n%s", err, tail(p.Log, 20))
+	}
+	res := &KwokNodesResult{Nodes: n, Settle: time.Since(started)}
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-time.After(settle):
+	}
+	before, cpuBefore, start := proxy.Counts(), procCPU(p.Pid), time.Now()
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-time.After(window):
+	}
+	res.Requests, res.CPU, res.Window = proxy.Counts().Sub(before), procCPU(p.Pid)-cpuBefore, time.Since(start)
+	leases, err := e.Setup.CoordinationV1().Leases("kube-node-lease").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	res.OldestLease = oldestRenewal(leases.Items, prefix+"-", time.Now())
+	nodes, err := e.Setup.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: "bench.draforge/kwok=true"})
+	if err != nil {
+		return nil, err
+	}
+	res.NotReady = notReady(nodes.Items)
+	fmt.Fprintf(e.Log, "bench: KWOK keeping %d nodes for %s: %s (%.2f requests per node per minute), %d not Ready, KWOK CPU %s, oldest Lease renewal %s ago\n",
+		n, res.Window.Round(time.Second), res.Requests, res.PerNodeMinute(res.Requests.Total()), res.NotReady, res.CPU.Round(10*time.Millisecond), res.OldestLease.Round(time.Second))
+	return res, nil
+}
+
+// notReady counts the nodes without Ready=True.
+func notReady(nodes []corev1.Node) int {
+	n := 0
+	for _, node := range nodes {
+		ready := false
+		for _, c := range node.Status.Conditions {
+			ready = ready || (c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue)
+		}
+		if !ready {
 			n++
 		}
 	}

@@ -238,7 +238,7 @@ func (e *Env) workloadKwok(ctx context.Context, dir, kwokBin, stages string, nod
 	if err := e.workloadObjects(ctx); err != nil {
 		return nil, err
 	}
-	if err := e.createKwokNodes(ctx, nodes); err != nil {
+	if err := e.createKwokNodes(ctx, "wl", nodes, workloadLabels); err != nil {
 		return nil, err
 	}
 	proxy, err := NewCountingProxy(e.Cluster.Dir, e.Cluster.Server, dir)
@@ -246,14 +246,7 @@ func (e *Env) workloadKwok(ctx context.Context, dir, kwokBin, stages string, nod
 		return nil, err
 	}
 	defer proxy.Close()
-	addr, err := freeAddr()
-	if err != nil {
-		return nil, err
-	}
-	p, err := e.Cluster.Spawn("kwok", []string{kwokBin, "--kubeconfig=" + proxy.Kubeconfig, "-c", stages,
-		"--manage-nodes-with-annotation-selector=" + kwokNodeAnnotation + "=fake",
-		"--node-lease-duration-seconds=" + strconv.Itoa(cluster.KwokLeaseDurationSeconds),
-		"--server-address=" + addr})
+	p, err := e.spawnKwok(kwokBin, stages, proxy.Kubeconfig)
 	if err != nil {
 		return nil, err
 	}
@@ -281,10 +274,23 @@ func (e *Env) workloadKwok(ctx context.Context, dir, kwokBin, stages string, nod
 	return e.runWorkload(ctx, "KWOK", proxy, e.pid("kwok"), pods)
 }
 
+// spawnKwok starts KWOK with its default stages, managing the nodes annotated for it, talking
+// to the API server through kubeconfig.
+func (e *Env) spawnKwok(bin, stages, kubeconfig string) (*cluster.Proc, error) {
+	addr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	return e.Cluster.Spawn("kwok", []string{bin, "--kubeconfig=" + kubeconfig, "-c", stages,
+		"--manage-nodes-with-annotation-selector=" + kwokNodeAnnotation + "=fake",
+		"--node-lease-duration-seconds=" + strconv.Itoa(cluster.KwokLeaseDurationSeconds),
+		"--server-address=" + addr})
+}
+
 // createKwokNodes creates the nodes simnode would, but for KWOK: annotated for it, without
 // DRAForge's simulated label and without conditions (KWOK's node-initialize stage posts them).
-func (e *Env) createKwokNodes(ctx context.Context, n int) error {
-	all := simnode.Spec{Prefix: "wl", Count: n, Labels: workloadLabels}.Nodes(time.Now())
+func (e *Env) createKwokNodes(ctx context.Context, prefix string, n int, labels map[string]string) error {
+	all := simnode.Spec{Prefix: prefix, Count: n, Labels: labels}.Nodes(time.Now())
 	return parallel(ctx, len(all), 32, func(ctx context.Context, i int) error {
 		node := all[i]
 		delete(node.Labels, simnode.LabelSimulated)
