@@ -2,9 +2,11 @@ package simdevice
 
 import (
 	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 
 	resourcev1 "k8s.io/api/resource/v1"
@@ -148,9 +150,20 @@ func pciTopology(i int) (busID, root string, numa int64) {
 
 // deviceUID is a stable UUID-shaped identifier for one device of one SDP on one node; i < 0
 // gives one per node.
+// Written without fmt: a pool of 5,000 nodes × 8 devices computes 80,000 of them per plan, and
+// fmt was most of building the pool's desired slices.
 func deviceUID(namespace, name, node string, i int) string {
-	h := sha256.Sum256(fmt.Appendf(nil, "%s/%s/%s/%d", namespace, name, node, i))
-	return fmt.Sprintf("%x-%x-%x-%x-%x", h[0:4], h[4:6], h[6:8], h[8:10], h[10:16])
+	key := make([]byte, 0, len(namespace)+len(name)+len(node)+8)
+	key = append(append(append(append(append(append(key, namespace...), '/'), name...), '/'), node...), '/')
+	h := sha256.Sum256(strconv.AppendInt(key, int64(i), 10))
+	var b [36]byte
+	hex.Encode(b[0:8], h[0:4])
+	hex.Encode(b[9:13], h[4:6])
+	hex.Encode(b[14:18], h[6:8])
+	hex.Encode(b[19:23], h[8:10])
+	hex.Encode(b[24:36], h[10:16])
+	b[8], b[13], b[18], b[23] = '-', '-', '-', '-'
+	return string(b[:])
 }
 
 // qualify returns the name under which a profile or spec attribute (or capacity) is published.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -103,7 +104,7 @@ func (e *Env) publish(ctx context.Context, run publishRun) (*PublishResult, erro
 		return nil, fmt.Errorf("raw slices not observed (%d/%d): %w", rawWatch.count(), len(desired), err)
 	}
 	res.Raw = time.Since(start)
-	fmt.Fprintf(e.Log, "bench: raw loop created %d slices in %s\n", len(desired), res.Raw.Round(time.Millisecond))
+	fmt.Fprintf(e.Log, "bench: raw loop created %d slices in %s (%s)\n", len(desired), res.Raw.Round(time.Millisecond), rawWatch.span(start))
 	if err := e.Setup.ResourceV1().ResourceSlices().DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: sel}); err != nil {
 		return nil, err
 	}
@@ -161,7 +162,7 @@ func (e *Env) publish(ctx context.Context, run publishRun) (*PublishResult, erro
 		return nil, err
 	}
 	res.Requests = after.Requests().Sub(before.Requests())
-	fmt.Fprintf(e.Log, "bench: controller published %d slices in %s (%s), controller CPU %s\n", len(desired), res.Controller.Round(time.Millisecond), res.Requests, res.ControllerCPU)
+	fmt.Fprintf(e.Log, "bench: controller published %d slices in %s (%s; %s), controller CPU %s\n", len(desired), res.Controller.Round(time.Millisecond), watch.span(start), res.Requests, res.ControllerCPU)
 	if run.cleanup {
 		if err := e.deletePools(ctx, ns); err != nil {
 			return nil, err
@@ -173,6 +174,9 @@ func (e *Env) publish(ctx context.Context, run publishRun) (*PublishResult, erro
 // sliceCounter counts slices matching a label selector through a watch.
 type sliceCounter struct {
 	store cache.Store
+	// first and last are when the watch delivered the first and the latest slice.
+	mu          sync.Mutex
+	first, last time.Time
 }
 
 func newSliceCounter(ctx context.Context, e *Env, selector string) *sliceCounter {
@@ -180,12 +184,28 @@ func newSliceCounter(ctx context.Context, e *Env, selector string) *sliceCounter
 		o.LabelSelector = selector
 	}))
 	inf := f.Resource().V1().ResourceSlices().Informer()
+	c := &sliceCounter{store: inf.GetStore()}
+	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: func(any) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if c.first.IsZero() {
+			c.first = time.Now()
+		}
+		c.last = time.Now()
+	}})
 	f.Start(ctx.Done())
 	f.WaitForCacheSync(ctx.Done())
-	return &sliceCounter{store: inf.GetStore()}
+	return c
 }
 
 func (c *sliceCounter) count() int { return len(c.store.ListKeys()) }
+
+// span returns when the first and the latest slice arrived, relative to start.
+func (c *sliceCounter) span(start time.Time) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return fmt.Sprintf("first slice seen after %s, last after %s", c.first.Sub(start).Round(time.Millisecond), c.last.Sub(start).Round(time.Millisecond))
+}
 
 func labelsString(m map[string]string) string {
 	s := ""
