@@ -148,7 +148,7 @@ func StartCluster(ctx context.Context, dir, bin string, log io.Writer, args map[
 		return nil, err
 	}
 	e.Cluster = c
-	cfg, err := clientcmd.BuildConfigFromFlags("", c.Kubeconfig)
+	cfg, err := inlineConfig(c.Kubeconfig)
 	if err != nil {
 		c.Stop()
 		return nil, err
@@ -180,6 +180,22 @@ func (e *Env) profileAPIServer(ctx context.Context, dir string) {
 		}
 		_ = os.WriteFile(filepath.Join(dir, fmt.Sprintf("kube-apiserver-%03d.pprof", i)), b, 0o644)
 	}
+}
+
+// inlineConfig is the client config of kubeconfig with its certificate files read into it: a
+// config naming files makes client-go watch them for rotation, and those watchers outlive the
+// control plane whose directory is removed, logging an error every half minute for the rest of
+// the run.
+func inlineConfig(kubeconfig string) (*rest.Config, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	if err := rest.LoadTLSFiles(cfg); err != nil {
+		return nil, err
+	}
+	cfg.CertFile, cfg.KeyFile, cfg.CAFile = "", "", ""
+	return cfg, nil
 }
 
 // asController is cfg with the QPS and burst given and the wire format of the controller's typed

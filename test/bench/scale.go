@@ -18,7 +18,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/draforge/draforge/drivers/gvr"
 	"github.com/draforge/draforge/test/cluster"
@@ -56,7 +55,7 @@ func DefaultScaleConfig() ScaleConfig {
 
 // Client returns a clientset with the given limits, speaking as the controller does (asController).
 func (e *Env) Client(qps, burst int) (kubernetes.Interface, error) {
-	cfg, err := clientcmd.BuildConfigFromFlags("", e.Cluster.Kubeconfig)
+	cfg, err := inlineConfig(e.Cluster.Kubeconfig)
 	if err != nil {
 		return nil, err
 	}
