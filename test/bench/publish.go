@@ -23,6 +23,8 @@ import (
 type PublishResult struct {
 	Nodes, Devices, Slices int
 	Raw, Controller        time.Duration
+	// When the benchmark's watch saw the first and the last slice, from each side's start.
+	RawFirst, RawLast, ControllerFirst, ControllerLast time.Duration
 	// Requests the controller made from creating the pool until it was Ready.
 	Requests Requests
 	// ControllerCPU is the controller's user+system CPU time over the same span.
@@ -104,7 +106,8 @@ func (e *Env) publish(ctx context.Context, run publishRun) (*PublishResult, erro
 		return nil, fmt.Errorf("raw slices not observed (%d/%d): %w", rawWatch.count(), len(desired), err)
 	}
 	res.Raw = time.Since(start)
-	fmt.Fprintf(e.Log, "bench: raw loop created %d slices in %s (%s)\n", len(desired), res.Raw.Round(time.Millisecond), rawWatch.span(start))
+	res.RawFirst, res.RawLast = rawWatch.span(start)
+	fmt.Fprintf(e.Log, "bench: raw loop created %d slices in %s (%s)\n", len(desired), res.Raw.Round(time.Millisecond), spanString(res.RawFirst, res.RawLast))
 	if err := e.Setup.ResourceV1().ResourceSlices().DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: sel}); err != nil {
 		return nil, err
 	}
@@ -162,7 +165,8 @@ func (e *Env) publish(ctx context.Context, run publishRun) (*PublishResult, erro
 		return nil, err
 	}
 	res.Requests = after.Requests().Sub(before.Requests())
-	fmt.Fprintf(e.Log, "bench: controller published %d slices in %s (%s; %s), controller CPU %s\n", len(desired), res.Controller.Round(time.Millisecond), watch.span(start), res.Requests, res.ControllerCPU)
+	res.ControllerFirst, res.ControllerLast = watch.span(start)
+	fmt.Fprintf(e.Log, "bench: controller published %d slices in %s (%s; %s), controller CPU %s\n", len(desired), res.Controller.Round(time.Millisecond), spanString(res.ControllerFirst, res.ControllerLast), res.Requests, res.ControllerCPU)
 	if run.cleanup {
 		if err := e.deletePools(ctx, ns); err != nil {
 			return nil, err
@@ -201,10 +205,14 @@ func newSliceCounter(ctx context.Context, e *Env, selector string) *sliceCounter
 func (c *sliceCounter) count() int { return len(c.store.ListKeys()) }
 
 // span returns when the first and the latest slice arrived, relative to start.
-func (c *sliceCounter) span(start time.Time) string {
+func (c *sliceCounter) span(start time.Time) (first, last time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return fmt.Sprintf("first slice seen after %s, last after %s", c.first.Sub(start).Round(time.Millisecond), c.last.Sub(start).Round(time.Millisecond))
+	return c.first.Sub(start), c.last.Sub(start)
+}
+
+func spanString(first, last time.Duration) string {
+	return fmt.Sprintf("first slice seen after %s, last after %s", first.Round(time.Millisecond), last.Round(time.Millisecond))
 }
 
 func labelsString(m map[string]string) string {
