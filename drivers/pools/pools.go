@@ -181,8 +181,8 @@ func (d *Driver) makePlan(obj *unstructured.Unstructured) (Plan, error) {
 	}
 	nodes := d.nodeList()
 	inputs := &settledPlan{generation: obj.GetGeneration(), targets: targeted(pool, nodes)}
-	versions, adoptable := d.ownedVersions(obj)
-	if st := d.settledFor(obj.GetUID()); adoptable && st.matches(inputs.generation, inputs.targets, versions) {
+	versions, complete := d.ownedVersions(obj)
+	if st := d.settledFor(obj.GetUID()); complete && st.matches(inputs.generation, inputs.targets, versions) {
 		return Plan{Nodes: st.nodes, inputs: st}, nil
 	}
 	desired, err := simdevice.DesiredSlices(pool, nodes)
@@ -208,7 +208,7 @@ func (d *Driver) makePlan(obj *unstructured.Unstructured) (Plan, error) {
 		return len(objs) > 0
 	}
 	plan := MakePlan(desired, owned, byName, alive)
-	if adoptable {
+	if complete {
 		inputs.versions, inputs.nodes = versions, plan.Nodes
 		plan.inputs = inputs
 		if plan.Empty() {

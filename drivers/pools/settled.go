@@ -44,8 +44,8 @@ func targeted(pool *simdevice.Pool, nodes []*corev1.Node) []string {
 }
 
 // ownedVersions returns the resourceVersion of every slice carrying the pool's UID, read from
-// the cache without expanding the slices; false when legacy slices of the earlier project may
-// be there to adopt (those take the full plan).
+// the cache without expanding the slices, and whether that is all the pool owns: false when
+// legacy slices of the earlier project may be there to adopt (those take the full plan).
 func (d *Driver) ownedVersions(obj *unstructured.Unstructured) (map[string]string, bool) {
 	for _, key := range []string{obj.GetNamespace() + "/" + obj.GetName(), "/" + obj.GetName()} {
 		objs, _ := d.slices.GetIndexer().ByIndex(byOwner, key)
