@@ -58,9 +58,9 @@ func (e *Env) Cost(ctx context.Context, pools, nodesPer, devices, firstNode, cla
 		ctl.Stop()
 		return nil, err
 	}
+	poolWatch := e.watchPools(ctx, ns)
 	if err := poll(ctx, 5*time.Minute, func() (bool, error) {
-		l, err := api.List(ctx, metav1.ListOptions{})
-		return err == nil && poolsReady(l) == pools, err
+		return poolsReady(poolWatch.List()) == pools, nil
 	}); err != nil {
 		ctl.Stop()
 		return nil, fmt.Errorf("cost pools not ready: %w", err)

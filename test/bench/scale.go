@@ -238,6 +238,7 @@ func (e *Env) coldStart(ctx context.Context, n int, sc ScaleConfig, qpsArgs []st
 		return nil, err
 	}
 	pools := e.SetupDyn.Resource(gvr.SimulatedDevicePools).Namespace(ns)
+	poolWatch := e.watchPools(ctx, ns)
 	cs := &ColdStart{ns: ns}
 	for first := 0; first < n; first += sc.NodesPerPool {
 		var targets []string
@@ -257,8 +258,7 @@ func (e *Env) coldStart(ctx context.Context, n int, sc ScaleConfig, qpsArgs []st
 	}
 	cs.Ready = time.Since(start)
 	if err := poll(ctx, 10*time.Minute, func() (bool, error) {
-		l, err := pools.List(ctx, metav1.ListOptions{})
-		return err == nil && poolsReady(l) == cs.Pools, err
+		return poolsReady(poolWatch.List()) == cs.Pools, nil
 	}); err != nil {
 		ctl.Stop()
 		return nil, fmt.Errorf("pools not Ready: %w\n%s", err, tail(ctl.Log, 20))
