@@ -95,10 +95,8 @@ func (e *Env) Cost(ctx context.Context, pools, nodesPer, devices, firstNode, cla
 
 	// Steady state.
 	fmt.Fprintf(e.Log, "bench: steady-state window of %s\n", window)
-	select {
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	case <-time.After(window):
+	if err := sleep(ctx, window); err != nil {
+		return nil, err
 	}
 	s1, err := ctl.Metrics()
 	if err != nil {

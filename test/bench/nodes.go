@@ -29,33 +29,39 @@ const (
 // getDefaultNodeStages): 6 + 60/605 writes per node per minute.
 const KWOKWritesPerMinute = 6 + 60.0/605
 
-// NodesResult is the controller's API cost of keeping simulated nodes Ready.
-type NodesResult struct {
+// NodeWindow is what one node agent (DRAForge's controller or KWOK) did while keeping n nodes
+// alive over a measured window.
+type NodeWindow struct {
 	Nodes  int
 	Window time.Duration
-	// Requests are the controller's requests during the window.
-	Requests Requests
 	// NotReady counts nodes not Ready=True at the end of the window (kube-controller-manager's
 	// node lifecycle controller runs throughout).
 	NotReady int
-	// CPU is the controller's user+system CPU time over the window (/proc/<pid>/stat).
+	// CPU is the agent's user+system CPU time over the window (/proc/<pid>/stat).
 	CPU time.Duration
-	// Settle is how long it took until the node machine held every node's Lease.
+	// Settle is how long it took until the agent held every node's Lease.
 	Settle time.Duration
-	// ControlPlaneCPU is the CPU time of etcd, kube-apiserver and kube-controller-manager over
-	// the window, by component.
-	ControlPlaneCPU map[cluster.Component]time.Duration
 	// OldestLease is the age of the least recently renewed Lease at the end of the window
 	// (a kubelet renews every 10s; the node lifecycle controller's grace period is 50s).
 	OldestLease time.Duration
 }
 
-// Cores is the controller's average CPU use over the window, in cores.
-func (r *NodesResult) Cores() float64 { return r.CPU.Seconds() / r.Window.Seconds() }
+// Cores is the agent's average CPU use over the window, in cores.
+func (r *NodeWindow) Cores() float64 { return r.CPU.Seconds() / r.Window.Seconds() }
 
 // PerNodeMinute is requests (or writes) per node per minute.
-func (r *NodesResult) PerNodeMinute(n float64) float64 {
+func (r *NodeWindow) PerNodeMinute(n float64) float64 {
 	return n / float64(r.Nodes) / r.Window.Minutes()
+}
+
+// NodesResult is the controller's API cost of keeping simulated nodes Ready.
+type NodesResult struct {
+	NodeWindow
+	// Requests are the controller's requests during the window.
+	Requests Requests
+	// ControlPlaneCPU is the CPU time of etcd, kube-apiserver and kube-controller-manager over
+	// the window, by component.
+	ControlPlaneCPU map[cluster.Component]time.Duration
 }
 
 // NodeHeartbeats creates n simulated nodes, starts kube-controller-manager (node lifecycle at
@@ -86,18 +92,12 @@ func (e *Env) nodeHeartbeats(ctx context.Context, n int, window, settle time.Dur
 		return nil, err
 	}
 	defer ctl.Stop()
-	// About a minute per thousand nodes at most: the node machine creates each node's Lease.
-	if err := poll(ctx, max(time.Minute, time.Duration(n)*60*time.Millisecond), func() (bool, error) {
-		l, err := e.Setup.CoordinationV1().Leases("kube-node-lease").List(ctx, metav1.ListOptions{})
-		return err == nil && countHeld(l.Items, "bench-sim-") == n, nil
-	}); err != nil {
+	if err := e.leasesHeld(ctx, n, "bench-sim-"); err != nil {
 		return nil, fmt.Errorf("node leases: %w\n%s", err, tail(ctl.Log, 20))
 	}
 	held := time.Since(started)
-	select {
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	case <-time.After(settle):
+	if err := sleep(ctx, settle); err != nil {
+		return nil, err
 	}
 	before, err := ctl.Metrics()
 	if err != nil {
@@ -109,10 +109,8 @@ func (e *Env) nodeHeartbeats(ctx context.Context, n int, window, settle time.Dur
 	}
 	cpBefore := e.controlPlaneCPU()
 	start := time.Now()
-	select {
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	case <-time.After(window):
+	if err := sleep(ctx, window); err != nil {
+		return nil, err
 	}
 	after, err := ctl.Metrics()
 	if err != nil {
@@ -122,21 +120,14 @@ func (e *Env) nodeHeartbeats(ctx context.Context, n int, window, settle time.Dur
 	if err != nil {
 		return nil, err
 	}
-	res := &NodesResult{Nodes: n, Window: time.Since(start), Requests: after.Requests().Sub(before.Requests()),
-		CPU: cpuAfter - cpuBefore, Settle: held, ControlPlaneCPU: map[cluster.Component]time.Duration{}}
+	res := &NodesResult{NodeWindow: NodeWindow{Nodes: n, Window: time.Since(start), CPU: cpuAfter - cpuBefore, Settle: held},
+		Requests: after.Requests().Sub(before.Requests()), ControlPlaneCPU: map[cluster.Component]time.Duration{}}
 	for c, d := range e.controlPlaneCPU() {
 		res.ControlPlaneCPU[c] = d - cpBefore[c]
 	}
-	leases, err := e.Setup.CoordinationV1().Leases("kube-node-lease").List(ctx, metav1.ListOptions{})
-	if err != nil {
+	if err := e.nodesAtEnd(ctx, &res.NodeWindow, "bench-sim-", "bench.draforge/sim=true"); err != nil {
 		return nil, err
 	}
-	res.OldestLease = oldestRenewal(leases.Items, "bench-sim-", time.Now())
-	nodes, err := e.Setup.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: "bench.draforge/sim=true"})
-	if err != nil {
-		return nil, err
-	}
-	res.NotReady = notReady(nodes.Items)
 	fmt.Fprintf(e.Log, "bench: %d simulated nodes for %s: %s (%.2f requests per node per minute), %d not Ready, controller CPU %.3f cores, oldest Lease renewal %s ago\n",
 		n, res.Window.Round(time.Second), res.Requests, res.PerNodeMinute(res.Requests.Total()), res.NotReady, res.Cores(), res.OldestLease.Round(time.Second))
 	return res, nil
@@ -186,21 +177,9 @@ func countHeld(leases []coordinationv1.Lease, prefix string) int {
 
 // KwokNodesResult is KWOK keeping the same nodes alive over the same window.
 type KwokNodesResult struct {
-	Nodes  int
-	Window time.Duration
+	NodeWindow
 	// Requests are KWOK's requests during the window, counted by a proxy of its own.
 	Requests Counts
-	NotReady int
-	// CPU is KWOK's user+system CPU time over the window.
-	CPU time.Duration
-	// Settle is how long it took until KWOK held every node's Lease.
-	Settle      time.Duration
-	OldestLease time.Duration
-}
-
-// PerNodeMinute is v per node per minute of the window.
-func (r *KwokNodesResult) PerNodeMinute(v int) float64 {
-	return float64(v) / float64(r.Nodes) / r.Window.Minutes()
 }
 
 // kwokHeartbeats is nodeHeartbeats with KWOK v0.8.0 and its default stages keeping n nodes
@@ -212,13 +191,12 @@ func (e *Env) kwokHeartbeats(ctx context.Context, n int, window, settle time.Dur
 	if err != nil {
 		return nil, err
 	}
-	const prefix = "bench-kwok"
-	labels := map[string]string{"bench.draforge/kwok": "true"}
-	if err := e.createKwokNodes(ctx, prefix, n, labels); err != nil {
+	const prefix, selector = "bench-kwok", "bench.draforge/kwok=true"
+	if err := e.createKwokNodes(ctx, prefix, n, map[string]string{"bench.draforge/kwok": "true"}); err != nil {
 		return nil, err
 	}
 	defer func() {
-		_ = e.Setup.CoreV1().Nodes().DeleteCollection(context.Background(), metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: "bench.draforge/kwok=true"})
+		_ = e.Setup.CoreV1().Nodes().DeleteCollection(context.Background(), metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: selector})
 		_ = e.Setup.CoordinationV1().Leases("kube-node-lease").DeleteCollection(context.Background(), metav1.DeleteOptions{}, metav1.ListOptions{})
 	}()
 	if err := e.Cluster.StartComponent(ctx, cluster.ControllerManager); err != nil {
@@ -236,38 +214,59 @@ func (e *Env) kwokHeartbeats(ctx context.Context, n int, window, settle time.Dur
 		return nil, err
 	}
 	defer func() { _ = e.Cluster.StopComponent("kwok") }()
-	if err := poll(ctx, max(time.Minute, time.Duration(n)*60*time.Millisecond), func() (bool, error) {
-		l, err := e.Setup.CoordinationV1().Leases("kube-node-lease").List(ctx, metav1.ListOptions{})
-		return err == nil && countHeld(l.Items, prefix+"-") == n, nil
-	}); err != nil {
+	if err := e.leasesHeld(ctx, n, prefix+"-"); err != nil {
 		return nil, fmt.Errorf("KWOK node leases: %w\n%s", err, tail(p.Log, 20))
 	}
-	res := &KwokNodesResult{Nodes: n, Settle: time.Since(started)}
-	select {
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	case <-time.After(settle):
+	res := &KwokNodesResult{NodeWindow: NodeWindow{Nodes: n, Settle: time.Since(started)}}
+	if err := sleep(ctx, settle); err != nil {
+		return nil, err
 	}
 	before, cpuBefore, start := proxy.Counts(), procCPU(p.Pid), time.Now()
-	select {
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	case <-time.After(window):
+	if err := sleep(ctx, window); err != nil {
+		return nil, err
 	}
 	res.Requests, res.CPU, res.Window = proxy.Counts().Sub(before), procCPU(p.Pid)-cpuBefore, time.Since(start)
+	if err := e.nodesAtEnd(ctx, &res.NodeWindow, prefix+"-", selector); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(e.Log, "bench: KWOK keeping %d nodes for %s: %s (%.2f requests per node per minute), %d not Ready, KWOK CPU %s, oldest Lease renewal %s ago\n",
+		n, res.Window.Round(time.Second), res.Requests, res.PerNodeMinute(float64(res.Requests.Total())), res.NotReady, res.CPU.Round(10*time.Millisecond), res.OldestLease.Round(time.Second))
+	return res, nil
+}
+
+// leasesHeld waits until the Leases of the n nodes named prefix* have a holder: about a minute
+// per thousand nodes at most, as the agent creates each node's Lease.
+func (e *Env) leasesHeld(ctx context.Context, n int, prefix string) error {
+	return poll(ctx, max(time.Minute, time.Duration(n)*60*time.Millisecond), func() (bool, error) {
+		l, err := e.Setup.CoordinationV1().Leases("kube-node-lease").List(ctx, metav1.ListOptions{})
+		return err == nil && countHeld(l.Items, prefix) == n, nil
+	})
+}
+
+// nodesAtEnd records, at the end of a window, the oldest renewal among the Leases named
+// prefix* and how many nodes matching selector are not Ready.
+func (e *Env) nodesAtEnd(ctx context.Context, w *NodeWindow, prefix, selector string) error {
 	leases, err := e.Setup.CoordinationV1().Leases("kube-node-lease").List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return nil, err
+		return err
 	}
-	res.OldestLease = oldestRenewal(leases.Items, prefix+"-", time.Now())
-	nodes, err := e.Setup.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: "bench.draforge/kwok=true"})
+	w.OldestLease = oldestRenewal(leases.Items, prefix, time.Now())
+	nodes, err := e.Setup.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: selector})
 	if err != nil {
-		return nil, err
+		return err
 	}
-	res.NotReady = notReady(nodes.Items)
-	fmt.Fprintf(e.Log, "bench: KWOK keeping %d nodes for %s: %s (%.2f requests per node per minute), %d not Ready, KWOK CPU %s, oldest Lease renewal %s ago\n",
-		n, res.Window.Round(time.Second), res.Requests, res.PerNodeMinute(res.Requests.Total()), res.NotReady, res.CPU.Round(10*time.Millisecond), res.OldestLease.Round(time.Second))
-	return res, nil
+	w.NotReady = notReady(nodes.Items)
+	return nil
+}
+
+// sleep waits d, or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(d):
+		return nil
+	}
 }
 
 // notReady counts the nodes without Ready=True.

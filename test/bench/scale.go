@@ -371,10 +371,8 @@ const MemorySettle = 15 * time.Second
 
 // settledMemory waits MemorySettle and reads the process's VmRSS and heap in use.
 func settledMemory(ctx context.Context, pid int, addr string) (ProcMemory, error) {
-	select {
-	case <-ctx.Done():
-		return ProcMemory{}, ctx.Err()
-	case <-time.After(MemorySettle):
+	if err := sleep(ctx, MemorySettle); err != nil {
+		return ProcMemory{}, err
 	}
 	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "status"))
 	if err != nil {
@@ -430,7 +428,7 @@ func (e *Env) scaleNodes(ctx context.Context, sc ScaleConfig) ([]Row, error) {
 	label := fmt.Sprintf("(%d simulated nodes, %s from %s after every Lease was held (DRAForge %s, KWOK %s to get there), controller QPS %d/burst %d, KWOK unlimited, kube-controller-manager running)",
 		r.Nodes, r.Window.Round(time.Second), sc.SimSettle, r.Settle.Round(time.Second), k.Settle.Round(time.Second), sc.SimQPS, sc.SimBurst)
 	w, all := r.PerNodeMinute(r.Requests.Writes()), r.PerNodeMinute(r.Requests.Total())
-	kw := k.PerNodeMinute(k.Requests.Writes())
+	kw := k.PerNodeMinute(float64(k.Requests.Writes()))
 	cpuPerNode := r.CPU.Seconds() * 1000 / float64(r.Nodes) / r.Window.Minutes()
 	return []Row{
 		// Fewer writes than the cadence is not cheaper but late: the Lease renewals must keep up
@@ -443,9 +441,9 @@ func (e *Env) scaleNodes(ctx context.Context, sc ScaleConfig) ([]Row, error) {
 			Value: fmt.Sprintf("%s / %d", sec(r.OldestLease), r.NotReady), Baseline: fmt.Sprintf("KWOK %s / %d; kubelet 10 s", sec(k.OldestLease), k.NotReady),
 			Target: "< 20 s / 0", OK: r.OldestLease < 20*time.Second && r.NotReady == 0},
 		{Metric: "steady state: requests per node per minute " + label, Value: fmt.Sprintf("%.2f", all),
-			Baseline: fmt.Sprintf("KWOK %.2f; kubelet %.1f", k.PerNodeMinute(k.Requests.Total()), KubeletRequestsPerMinute), Ratio: ratio(all, KubeletRequestsPerMinute), Target: "report", OK: true},
+			Baseline: fmt.Sprintf("KWOK %.2f; kubelet %.1f", k.PerNodeMinute(float64(k.Requests.Total())), KubeletRequestsPerMinute), Ratio: ratio(all, KubeletRequestsPerMinute), Target: "report", OK: true},
 		{Metric: "steady state: node agent CPU " + label, Value: fmt.Sprintf("DRAForge controller %.3f cores (%.2f ms CPU per node per minute)", r.Cores(), cpuPerNode),
-			Baseline: fmt.Sprintf("KWOK %.3f cores", k.CPU.Seconds()/k.Window.Seconds()), Ratio: ratio(r.Cores(), k.CPU.Seconds()/k.Window.Seconds()), Target: "report", OK: true},
+			Baseline: fmt.Sprintf("KWOK %.3f cores", k.Cores()), Ratio: ratio(r.Cores(), k.Cores()), Target: "report", OK: true},
 		{Metric: "steady state: control plane CPU, of the machine's " + strconv.Itoa(runtime.NumCPU()) + " cores, DRAForge side " + label,
 			Value: controlPlaneCores(r), Target: "report", OK: true},
 	}, nil
