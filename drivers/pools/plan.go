@@ -19,7 +19,7 @@ type Plan struct {
 	// Blocked are desired slice names held by another live pool incarnation; publishing waits.
 	Blocked []string
 	Nodes   []simdevice.NodeStatus
-	// inputs are what the plan was made from (the driver's settledPlan without nodes).
+	// inputs are what the plan was made from, with its Nodes (nil when legacy slices took part).
 	inputs *settledPlan
 }
 

@@ -323,7 +323,7 @@ func (d *Driver) publish(ctx context.Context, obj *unstructured.Unstructured) er
 // ones it started from with the writes applied (a deleted slice's name maps to "").
 func (d *Driver) settleWritten(obj *unstructured.Unstructured, plan Plan, written map[string]string) {
 	in := plan.inputs
-	if in == nil || in.versions == nil {
+	if in == nil {
 		return
 	}
 	versions := maps.Clone(in.versions)

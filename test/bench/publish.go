@@ -225,7 +225,7 @@ func labelsString(m map[string]string) string {
 
 func ptrTo[T any](v T) *T { return &v }
 
-// poolObjectReady is used by callers waiting on several pools.
+// poolsReady counts the Ready pools among objs (a pool store's List).
 func poolsReady(objs []any) int {
 	n := 0
 	for _, o := range objs {
