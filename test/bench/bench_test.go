@@ -198,6 +198,12 @@ func TestParseStatCPU(t *testing.T) {
 	if _, err := ParseStatCPU("4242 (x) S 1 2"); err == nil {
 		t.Error("short stat: no error")
 	}
+	if _, err := ParseStatCPU("garbage"); err == nil {
+		t.Error("no command name: no error")
+	}
+	if d := procCPU(0); d != 0 {
+		t.Errorf("procCPU(0) = %s, want 0", d)
+	}
 	// Its own process: CPU time is readable and not negative.
 	if d, err := ProcessCPU(os.Getpid()); err != nil || d < 0 {
 		t.Errorf("ProcessCPU(self) = %s, %v", d, err)

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -136,9 +137,15 @@ func (e *Env) nodeHeartbeats(ctx context.Context, n int, window, settle time.Dur
 // controlPlaneCPU reads the CPU time of the running etcd, kube-apiserver and
 // kube-controller-manager (a component that cannot be read is left out).
 func (e *Env) controlPlaneCPU() map[cluster.Component]time.Duration {
+	return e.componentCPU(cluster.Etcd, cluster.APIServer, cluster.ControllerManager)
+}
+
+// componentCPU reads the CPU time of the running components named (one that cannot be read is
+// left out).
+func (e *Env) componentCPU(names ...cluster.Component) map[cluster.Component]time.Duration {
 	out := map[cluster.Component]time.Duration{}
 	for _, p := range e.Cluster.Procs {
-		if p.Pid <= 0 || (p.Name != cluster.Etcd && p.Name != cluster.APIServer && p.Name != cluster.ControllerManager) {
+		if p.Pid <= 0 || !slices.Contains(names, p.Name) {
 			continue
 		}
 		if d, err := ProcessCPU(p.Pid); err == nil {

@@ -67,3 +67,15 @@ func ProcessCPU(pid int) (time.Duration, error) {
 	}
 	return ParseStatCPU(string(b))
 }
+
+// procCPU is ProcessCPU, 0 when pid is unknown or its CPU time cannot be read.
+func procCPU(pid int) time.Duration {
+	if pid <= 0 {
+		return 0
+	}
+	d, err := ProcessCPU(pid)
+	if err != nil {
+		return 0
+	}
+	return d
+}

@@ -1,6 +1,11 @@
 package bench
 
-import "testing"
+import (
+	"testing"
+	"time"
+
+	"github.com/draforge/draforge/test/cluster"
+)
 
 func TestClassify(t *testing.T) {
 	for _, c := range []struct{ method, path, watch, want string }{
@@ -42,29 +47,25 @@ func TestCounts(t *testing.T) {
 	}
 }
 
-func TestParseProcCPU(t *testing.T) {
-	// pid (comm with spaces) state ppid ... utime=150 stime=50 (fields 14, 15).
-	stat := "4242 (kwok (x) y) S 1 4242 4242 0 -1 4194560 100 0 0 0 150 50 0 0 20 0 12 0 100 0 0"
-	if got := parseProcCPU(stat); got.Milliseconds() != 2000 {
-		t.Fatalf("parseProcCPU = %s, want 2s", got)
-	}
-	if got := parseProcCPU("garbage"); got != 0 {
-		t.Fatalf("parseProcCPU(garbage) = %s, want 0", got)
-	}
-}
-
 func TestWorkloadRows(t *testing.T) {
 	r := &WorkloadsResult{Nodes: 500, Devices: 10,
-		DRAForge: &WorkloadSide{Pods: 100, Rate: 60, Requests: Counts{"patch pods/status": 100, "patch resourceclaims/status": 100}},
-		Kwok:     &WorkloadSide{Pods: 100, Rate: 50, Requests: Counts{"patch pods/status": 100}},
+		DRAForge: &WorkloadSide{Pods: 100, Rate: 60, Requests: Counts{"patch pods/status": 100, "patch resourceclaims/status": 100},
+			ControlPlane: map[cluster.Component]time.Duration{cluster.APIServer: 6 * time.Second, cluster.Scheduler: 3 * time.Second}},
+		Kwok: &WorkloadSide{Pods: 100, Rate: 50, Requests: Counts{"patch pods/status": 100},
+			ControlPlane: map[cluster.Component]time.Duration{cluster.APIServer: 4 * time.Second, cluster.Scheduler: 2 * time.Second}},
 	}
 	rows := WorkloadRows(r)
-	if len(rows) != 4 {
+	if len(rows) != 5 {
 		t.Fatalf("%d rows", len(rows))
 	}
 	// Faster than KWOK and over the floor, but twice its requests per pod.
 	if !rows[0].OK || rows[1].OK || !rows[2].OK || rows[1].Ratio != "2.00" {
 		t.Fatalf("rows %+v", rows)
+	}
+	// The control plane's CPU in total and per process, in the order the processes start.
+	cp := rows[4]
+	if cp.Ratio != "1.50" || cp.Value != "9.0 s (kube-apiserver 6.0 s, kube-scheduler 3.0 s)" || cp.Baseline != "KWOK 6.0 s (kube-apiserver 4.0 s, kube-scheduler 2.0 s)" {
+		t.Fatalf("control plane row %+v", cp)
 	}
 }
 

@@ -61,6 +61,29 @@ type WorkloadSide struct {
 	Requests Counts
 	// CPU is the agent process's CPU time during the window.
 	CPU time.Duration
+	// ControlPlane is each control-plane process's CPU time during the window: on 2 cores the
+	// scheduler's share of the CPU, and so pods/s, depends on what everything else uses.
+	ControlPlane map[cluster.Component]time.Duration
+}
+
+// ControlPlaneTotal is the control plane's CPU time during the window.
+func (s *WorkloadSide) ControlPlaneTotal() time.Duration {
+	var t time.Duration
+	for _, d := range s.ControlPlane {
+		t += d
+	}
+	return t
+}
+
+// controlPlaneText is the control plane's CPU time, in total and per process.
+func (s *WorkloadSide) controlPlaneText() string {
+	parts := []string{}
+	for _, c := range workloadControlPlane {
+		if d, ok := s.ControlPlane[c]; ok {
+			parts = append(parts, fmt.Sprintf("%s %.1f s", c, d.Seconds()))
+		}
+	}
+	return fmt.Sprintf("%.1f s (%s)", s.ControlPlaneTotal().Seconds(), strings.Join(parts, ", "))
 }
 
 // PerPod is requests per pod.
@@ -117,8 +140,8 @@ func Workloads(ctx context.Context, dir, bin string, nodes, devices, pods int, l
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", side, err)
 		}
-		fmt.Fprintf(log, "bench: workloads %s: %d pods, %.1f pods/s to Running (%.1f to bound), wall %s, agent CPU %s, %.2f requests per pod: %s\n",
-			side, s.Pods, s.Rate, s.Scheduled, s.Wall.Round(time.Millisecond), s.CPU.Round(10*time.Millisecond), s.PerPod(), s.Requests)
+		fmt.Fprintf(log, "bench: workloads %s: %d pods, %.1f pods/s to Running (%.1f to bound), wall %s, agent CPU %s, control plane CPU %s, %.2f requests per pod: %s\n",
+			side, s.Pods, s.Rate, s.Scheduled, s.Wall.Round(time.Millisecond), s.CPU.Round(10*time.Millisecond), s.controlPlaneText(), s.PerPod(), s.Requests)
 	}
 	return res, nil
 }
@@ -383,12 +406,15 @@ func (w *podWatch) last(m map[string]time.Time) (int, time.Time) {
 	return len(ts), slices.MaxFunc(ts, func(a, b time.Time) int { return a.Compare(b) })
 }
 
+// workloadControlPlane are the processes each workloads side runs besides its node agent.
+var workloadControlPlane = []cluster.Component{cluster.Etcd, cluster.APIServer, cluster.Scheduler, cluster.ControllerManager}
+
 // runWorkload creates pods one-device pods from the claim template and waits until every one
 // is Running; the agent's requests and CPU time are taken from the first create to the last
 // pod seen Running.
 func (e *Env) runWorkload(ctx context.Context, agent string, proxy *CountingProxy, pid, pods int) (*WorkloadSide, error) {
 	w := e.watchPods(ctx, workloadNS)
-	before, cpuBefore := proxy.Counts(), procCPU(pid)
+	before, cpuBefore, cpBefore := proxy.Counts(), procCPU(pid), e.componentCPU(workloadControlPlane...)
 	start := time.Now()
 	create := parallel(ctx, pods, 32, func(ctx context.Context, i int) error {
 		_, err := e.Setup.CoreV1().Pods(workloadNS).Create(ctx, TemplatePod(workloadNS, fmt.Sprintf("p-%05d", i), "test-claim-template"), metav1.CreateOptions{})
@@ -409,10 +435,16 @@ func (e *Env) runWorkload(ctx context.Context, agent string, proxy *CountingProx
 	// What the agent still sends for the window's pods (events are sent asynchronously): wait
 	// until its requests other than Lease renewals stop for 2s (at most 30s).
 	settle(ctx, proxy, 2*time.Second, 30*time.Second)
-	after, cpuAfter := proxy.Counts(), procCPU(pid)
+	after, cpuAfter, cpAfter := proxy.Counts(), procCPU(pid), e.componentCPU(workloadControlPlane...)
 	fmt.Fprintf(e.Log, "bench: workloads %s: requests before the window (setup): %s\n", agent, before)
 	_, lastBound := w.last(w.bound)
-	s := &WorkloadSide{Agent: agent, Pods: pods, Wall: lastRunning.Sub(start), Requests: after.Sub(before), CPU: cpuAfter - cpuBefore}
+	s := &WorkloadSide{Agent: agent, Pods: pods, Wall: lastRunning.Sub(start), Requests: after.Sub(before), CPU: cpuAfter - cpuBefore,
+		ControlPlane: map[cluster.Component]time.Duration{}}
+	for c, d := range cpAfter {
+		if b, ok := cpBefore[c]; ok {
+			s.ControlPlane[c] = d - b
+		}
+	}
 	s.Rate = float64(pods) / s.Wall.Seconds()
 	s.Scheduled = float64(pods) / lastBound.Sub(start).Seconds()
 	return s, nil
@@ -436,37 +468,4 @@ func settle(ctx context.Context, proxy *CountingProxy, quiet, timeout time.Durat
 // using the claim generated from template.
 func TemplatePod(ns, name, template string) *corev1.Pod {
 	return pausePod(ns, name, "registry.k8s.io/pause:3.10.1", corev1.PodResourceClaim{Name: "resource", ResourceClaimTemplateName: &template})
-}
-
-// procCPU is the user+system CPU time of a process (0 when unknown).
-func procCPU(pid int) time.Duration {
-	if pid <= 0 {
-		return 0
-	}
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	return parseProcCPU(string(b))
-}
-
-// parseProcCPU reads utime and stime (fields 14 and 15, in clock ticks of 1/100 s on Linux)
-// from a /proc/<pid>/stat line; the command name in field 2 may hold spaces, so fields are
-// counted after its closing parenthesis.
-func parseProcCPU(stat string) time.Duration {
-	i := strings.LastIndexByte(stat, ')')
-	if i < 0 {
-		return 0
-	}
-	f := strings.Fields(stat[i+1:])
-	// f[0] is field 3 (state); utime is field 14, stime 15.
-	if len(f) < 13 {
-		return 0
-	}
-	u, err1 := strconv.ParseInt(f[11], 10, 64)
-	s, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		return 0
-	}
-	return time.Duration(u+s) * 10 * time.Millisecond
 }
