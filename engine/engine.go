@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/pprof"
 	"sync"
 	"time"
 
@@ -83,8 +84,11 @@ func (e *Engine) Run(ctx context.Context) {
 	for _, r := range e.order {
 		for range r.m.Workers {
 			wg.Go(func() {
-				for r.processNext(ctx) {
-				}
+				// CPU profiles (controller --profiling) attribute each pass to its machine.
+				pprof.Do(ctx, pprof.Labels("machine", r.m.Name), func(ctx context.Context) {
+					for r.processNext(ctx) {
+					}
+				})
 			})
 		}
 		r.enqueueAll()
