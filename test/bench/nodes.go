@@ -122,10 +122,7 @@ func (e *Env) nodeHeartbeats(ctx context.Context, n int, window, settle time.Dur
 		return nil, err
 	}
 	res := &NodesResult{NodeWindow: NodeWindow{Nodes: n, Window: time.Since(start), CPU: cpuAfter - cpuBefore, Settle: held},
-		Requests: after.Requests().Sub(before.Requests()), ControlPlaneCPU: map[cluster.Component]time.Duration{}}
-	for c, d := range e.controlPlaneCPU() {
-		res.ControlPlaneCPU[c] = d - cpBefore[c]
-	}
+		Requests: after.Requests().Sub(before.Requests()), ControlPlaneCPU: cpuSince(cpBefore, e.controlPlaneCPU())}
 	if err := e.nodesAtEnd(ctx, &res.NodeWindow, "bench-sim-", "bench.draforge/sim=true"); err != nil {
 		return nil, err
 	}
@@ -138,6 +135,18 @@ func (e *Env) nodeHeartbeats(ctx context.Context, n int, window, settle time.Dur
 // kube-controller-manager (a component that cannot be read is left out).
 func (e *Env) controlPlaneCPU() map[cluster.Component]time.Duration {
 	return e.componentCPU(cluster.Etcd, cluster.APIServer, cluster.ControllerManager)
+}
+
+// cpuSince is each component's CPU time from before to after; a component read only once is
+// left out.
+func cpuSince(before, after map[cluster.Component]time.Duration) map[cluster.Component]time.Duration {
+	out := map[cluster.Component]time.Duration{}
+	for c, d := range after {
+		if b, ok := before[c]; ok {
+			out[c] = d - b
+		}
+	}
+	return out
 }
 
 // componentCPU reads the CPU time of the running components named (one that cannot be read is

@@ -439,12 +439,7 @@ func (e *Env) runWorkload(ctx context.Context, agent string, proxy *CountingProx
 	fmt.Fprintf(e.Log, "bench: workloads %s: requests before the window (setup): %s\n", agent, before)
 	_, lastBound := w.last(w.bound)
 	s := &WorkloadSide{Agent: agent, Pods: pods, Wall: lastRunning.Sub(start), Requests: after.Sub(before), CPU: cpuAfter - cpuBefore,
-		ControlPlane: map[cluster.Component]time.Duration{}}
-	for c, d := range cpAfter {
-		if b, ok := cpBefore[c]; ok {
-			s.ControlPlane[c] = d - b
-		}
-	}
+		ControlPlane: cpuSince(cpBefore, cpAfter)}
 	s.Rate = float64(pods) / s.Wall.Seconds()
 	s.Scheduled = float64(pods) / lastBound.Sub(start).Seconds()
 	return s, nil
