@@ -1,6 +1,8 @@
 package bench
 
 import (
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -69,6 +71,36 @@ func TestWorkloadRows(t *testing.T) {
 	}
 }
 
+func TestRoundOrder(t *testing.T) {
+	got := strings.Join(RoundOrder(2), " ")
+	if got != "DRAForge KWOK KWOK DRAForge" {
+		t.Fatalf("RoundOrder(2) = %s", got)
+	}
+	if got := strings.Join(RoundOrder(0), " "); got != "DRAForge KWOK" {
+		t.Fatalf("RoundOrder(0) = %s", got)
+	}
+}
+
+func TestCombineRuns(t *testing.T) {
+	a := &WorkloadSide{Agent: "KWOK", Pods: 100, Wall: 2 * time.Second, Bound: time.Second, Rate: 50, CPU: time.Second,
+		Requests: Counts{"patch pods/status": 100, "update leases": 10}, ControlPlane: map[cluster.Component]time.Duration{cluster.APIServer: time.Second}}
+	b := &WorkloadSide{Agent: "KWOK", Pods: 100, Wall: 8 * time.Second, Bound: 4 * time.Second, Rate: 12.5, CPU: 3 * time.Second,
+		Requests: Counts{"patch pods/status": 100, "update leases": 30}, ControlPlane: map[cluster.Component]time.Duration{cluster.APIServer: 2 * time.Second}}
+	c := CombineRuns([]*WorkloadSide{a, b})
+	// All pods over all windows (200 pods in 10 s), not the mean of the runs' rates (31.25).
+	if c.Pods != 200 || c.Rate != 20 || c.Scheduled != 40 || c.CPU != 4*time.Second ||
+		c.Requests["update leases"] != 40 || c.PerPod() != 1.2 || c.ControlPlaneTotal() != 3*time.Second {
+		t.Fatalf("combined %+v", c)
+	}
+	if !slices.Equal(c.Runs, []float64{50, 12.5}) || runRates(c) != "; runs 50.0, 12.5" {
+		t.Fatalf("runs %v %q", c.Runs, runRates(c))
+	}
+	// The runs are not changed.
+	if a.Requests["update leases"] != 10 || a.Pods != 100 {
+		t.Fatalf("run changed: %+v", a)
+	}
+}
+
 func TestAllocWritesPerClaim(t *testing.T) {
 	r := &AllocResult{Claims: 10, Controller: 100, Scheduler: 30,
 		ControllerReqs: Counts{"update resourceclaims/status": 10, "watch pods": 2},
@@ -86,5 +118,12 @@ I1203 10:24:04.1 1 other.go:1] unrelated`
 	got := ClosedWatches(log)
 	if got.Total() != 3 || got[`pods key: "/pods", labels: "", fields: "spec.nodeName!="`] != 2 {
 		t.Fatalf("ClosedWatches = %v", got)
+	}
+}
+
+func TestRawRunsText(t *testing.T) {
+	r := &PublishResult{RawRuns: []time.Duration{1500 * time.Millisecond, 2500 * time.Millisecond}}
+	if got := r.rawRunsText(); got != "mean of 1.50 s before and 2.50 s after the controller" {
+		t.Fatalf("rawRunsText = %q", got)
 	}
 }

@@ -54,9 +54,13 @@ type WorkloadSide struct {
 	Agent string
 	Pods  int
 	// Rate is pods/s from the first pod created to the last pod seen Running; Scheduled the
-	// same up to the last pod seen bound.
+	// same up to the last pod seen bound. Over several runs: all their pods over all their
+	// windows.
 	Rate, Scheduled float64
-	Wall            time.Duration
+	// Wall is the window (first create to last pod Running), Bound the same to the last bind.
+	Wall, Bound time.Duration
+	// Runs are the pods/s of each run this side combines, in the order they ran.
+	Runs []float64
 	// Requests are the agent's requests during the window, as its counting proxy saw them.
 	Requests Counts
 	// CPU is the agent process's CPU time during the window.
@@ -102,14 +106,15 @@ type WorkloadsResult struct {
 // SimulatedDevicePool selecting the nodes by label, Ready before the first pod is created);
 // on the KWOK side the controller that published them is stopped before the window, so it does
 // no work for KWOK's pods.
-func Workloads(ctx context.Context, dir, bin string, nodes, devices, pods int, log io.Writer) (*WorkloadsResult, error) {
+func Workloads(ctx context.Context, dir, bin string, nodes, devices, pods, rounds int, log io.Writer) (*WorkloadsResult, error) {
 	res := &WorkloadsResult{Nodes: nodes, Devices: devices}
 	kwokBin, stages, err := cluster.Kwok(ctx, cluster.DefaultCacheDir(), log)
 	if err != nil {
 		return nil, err
 	}
-	for _, side := range []string{"DRAForge", "KWOK"} {
-		sideDir := filepath.Join(dir, "workloads-"+strings.ToLower(side))
+	runs := map[string][]*WorkloadSide{}
+	for i, side := range RoundOrder(rounds) {
+		sideDir := filepath.Join(dir, fmt.Sprintf("workloads-%s-%d", strings.ToLower(side), i))
 		if err := os.MkdirAll(sideDir, 0o755); err != nil {
 			return nil, err
 		}
@@ -125,10 +130,8 @@ func Workloads(ctx context.Context, dir, bin string, nodes, devices, pods int, l
 		var s *WorkloadSide
 		if side == "DRAForge" {
 			s, err = e.workloadDRAForge(sideCtx, sideDir, nodes, devices, pods)
-			res.DRAForge = s
 		} else {
 			s, err = e.workloadKwok(sideCtx, sideDir, kwokBin, stages, nodes, devices, pods)
-			res.Kwok = s
 		}
 		cancel()
 		// Watches the API server closed because their client did not keep up show as watch
@@ -140,10 +143,53 @@ func Workloads(ctx context.Context, dir, bin string, nodes, devices, pods int, l
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", side, err)
 		}
-		fmt.Fprintf(log, "bench: workloads %s: %d pods, %.1f pods/s to Running (%.1f to bound), wall %s, agent CPU %s, control plane CPU %s, %.2f requests per pod: %s\n",
-			side, s.Pods, s.Rate, s.Scheduled, s.Wall.Round(time.Millisecond), s.CPU.Round(10*time.Millisecond), s.controlPlaneText(), s.PerPod(), s.Requests)
+		fmt.Fprintf(log, "bench: workloads %s (run %d): %d pods, %.1f pods/s to Running (%.1f to bound), wall %s, agent CPU %s, control plane CPU %s, %.2f requests per pod: %s\n",
+			side, i+1, s.Pods, s.Rate, s.Scheduled, s.Wall.Round(time.Millisecond), s.CPU.Round(10*time.Millisecond), s.controlPlaneText(), s.PerPod(), s.Requests)
+		runs[side] = append(runs[side], s)
 	}
+	res.DRAForge, res.Kwok = CombineRuns(runs["DRAForge"]), CombineRuns(runs["KWOK"])
 	return res, nil
+}
+
+// RoundOrder is the order of the sides' runs: DRAForge, KWOK, KWOK, DRAForge, DRAForge, ...
+// The machine's speed drifts by more than the targets' margin over the minutes a run takes;
+// alternating which side goes first gives both the same share of early and late slots (a
+// linear drift cancels over every two rounds).
+func RoundOrder(rounds int) []string {
+	var out []string
+	for r := range max(rounds, 1) {
+		if r%2 == 0 {
+			out = append(out, "DRAForge", "KWOK")
+		} else {
+			out = append(out, "KWOK", "DRAForge")
+		}
+	}
+	return out
+}
+
+// CombineRuns is one side over its runs: pods, windows, requests and CPU times added, so its
+// rates are all pods over all windows and its requests per pod all requests over all pods.
+func CombineRuns(runs []*WorkloadSide) *WorkloadSide {
+	if len(runs) == 0 {
+		return nil
+	}
+	out := &WorkloadSide{Agent: runs[0].Agent, Requests: Counts{}, ControlPlane: map[cluster.Component]time.Duration{}}
+	for _, r := range runs {
+		out.Pods += r.Pods
+		out.Wall += r.Wall
+		out.Bound += r.Bound
+		out.CPU += r.CPU
+		out.Runs = append(out.Runs, r.Rate)
+		for k, v := range r.Requests {
+			out.Requests[k] += v
+		}
+		for c, d := range r.ControlPlane {
+			out.ControlPlane[c] += d
+		}
+	}
+	out.Rate = float64(out.Pods) / out.Wall.Seconds()
+	out.Scheduled = float64(out.Pods) / out.Bound.Seconds()
+	return out
 }
 
 const workloadNS = "bench-wl"
@@ -438,10 +484,11 @@ func (e *Env) runWorkload(ctx context.Context, agent string, proxy *CountingProx
 	after, cpuAfter, cpAfter := proxy.Counts(), procCPU(pid), e.componentCPU(workloadControlPlane...)
 	fmt.Fprintf(e.Log, "bench: workloads %s: requests before the window (setup): %s\n", agent, before)
 	_, lastBound := w.last(w.bound)
-	s := &WorkloadSide{Agent: agent, Pods: pods, Wall: lastRunning.Sub(start), Requests: after.Sub(before), CPU: cpuAfter - cpuBefore,
-		ControlPlane: cpuSince(cpBefore, cpAfter)}
+	s := &WorkloadSide{Agent: agent, Pods: pods, Wall: lastRunning.Sub(start), Bound: lastBound.Sub(start), Requests: after.Sub(before),
+		CPU: cpuAfter - cpuBefore, ControlPlane: cpuSince(cpBefore, cpAfter)}
 	s.Rate = float64(pods) / s.Wall.Seconds()
-	s.Scheduled = float64(pods) / lastBound.Sub(start).Seconds()
+	s.Scheduled = float64(pods) / s.Bound.Seconds()
+	s.Runs = []float64{s.Rate}
 	return s, nil
 }
 

@@ -47,6 +47,7 @@ func main() {
 	flag.IntVar(&cfg.WorkloadNodes, "wl-nodes", cfg.WorkloadNodes, "nodes for the workloads phase (DRAForge vs KWOK)")
 	flag.IntVar(&cfg.WorkloadDevices, "wl-devices", cfg.WorkloadDevices, "devices per node for the workloads phase")
 	flag.IntVar(&cfg.WorkloadPods, "wl-pods", cfg.WorkloadPods, "pods for the workloads phase")
+	flag.IntVar(&cfg.WorkloadRounds, "wl-rounds", cfg.WorkloadRounds, "runs of each workloads side, interleaved (DRAForge, KWOK, KWOK, DRAForge, ...)")
 	flag.Parse()
 	sizes, err := parseInts(*scaleSizes)
 	if err != nil {
