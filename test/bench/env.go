@@ -164,21 +164,22 @@ func StartCluster(ctx context.Context, dir, bin string, log io.Writer, args map[
 		return nil, err
 	}
 	if profileDir != "" {
-		go e.profileAPIServer(ctx, profileDir)
+		// Named after the cluster's parent directory: the workloads sides each run one.
+		go e.profileAPIServer(ctx, profileDir, filepath.Base(filepath.Dir(dir))+"-kube-apiserver")
 	}
 	return e, nil
 }
 
-// profileAPIServer saves kube-apiserver's CPU profile in 5 s pieces (kube-apiserver-N.pprof)
-// until ctx ends or the API server stops answering.
-func (e *Env) profileAPIServer(ctx context.Context, dir string) {
+// profileAPIServer saves kube-apiserver's CPU profile in 5 s pieces (<name>-N.pprof) until ctx
+// ends or the API server stops answering.
+func (e *Env) profileAPIServer(ctx context.Context, dir, name string) {
 	for i := 0; ctx.Err() == nil; i++ {
 		b, err := e.Setup.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/profile").
 			Param("seconds", "5").Timeout(30 * time.Second).DoRaw(ctx)
 		if err != nil {
 			return
 		}
-		_ = os.WriteFile(filepath.Join(dir, fmt.Sprintf("kube-apiserver-%03d.pprof", i)), b, 0o644)
+		_ = os.WriteFile(filepath.Join(dir, fmt.Sprintf("%s-%03d.pprof", name, i)), b, 0o644)
 	}
 }
 

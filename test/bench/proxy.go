@@ -3,10 +3,11 @@ package bench
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/pem"
 	"fmt"
 	"maps"
-	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
 	"os"
@@ -23,12 +24,12 @@ import (
 // and counts every request it forwards by verb and resource, so both agents are counted the same
 // way whatever client library they use. Watches are counted once, when opened.
 type CountingProxy struct {
-	// Kubeconfig points at the proxy (plain HTTP on loopback, no credentials); the proxy
+	// Kubeconfig points at the proxy (TLS on loopback, no credentials); the proxy
 	// authenticates upstream as the cluster admin.
 	Kubeconfig string
 
 	rp     *httputil.ReverseProxy
-	srv    *http.Server
+	srv    *httptest.Server
 	mu     sync.Mutex
 	counts Counts
 }
@@ -54,27 +55,32 @@ func NewCountingProxy(clusterDir, server, dir string) (*CountingProxy, error) {
 	p.rp.Transport = &http.Transport{TLSClientConfig: &tls.Config{Certificates: []tls.Certificate{pair}, RootCAs: roots},
 		ForceAttemptHTTP2: true, MaxIdleConnsPerHost: 256}
 	p.rp.FlushInterval = -1 // watches stream
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	p.srv = &http.Server{Handler: p}
-	go func() { _ = p.srv.Serve(l) }()
+	// TLS with HTTP/2, as kube-apiserver serves: every client multiplexes its requests and
+	// watches over one connection, as it would in a cluster. Over plain HTTP it spoke
+	// HTTP/1.1, one request per connection, and an agent with more requests in flight than
+	// client-go keeps idle connections (25) dialled new ones all the time.
+	p.srv = httptest.NewUnstartedServer(p)
+	p.srv.EnableHTTP2 = true
+	p.srv.StartTLS()
 	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["proxy"] = &clientcmdapi.Cluster{Server: "http://" + l.Addr().String()}
+	cfg.Clusters["proxy"] = &clientcmdapi.Cluster{Server: p.srv.URL,
+		CertificateAuthorityData: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: p.srv.Certificate().Raw})}
 	cfg.AuthInfos["proxy"] = &clientcmdapi.AuthInfo{}
 	cfg.Contexts["proxy"] = &clientcmdapi.Context{Cluster: "proxy", AuthInfo: "proxy"}
 	cfg.CurrentContext = "proxy"
 	p.Kubeconfig = filepath.Join(dir, "proxy-kubeconfig")
 	if err := clientcmd.WriteToFile(*cfg, p.Kubeconfig); err != nil {
-		_ = p.srv.Close()
+		p.srv.Close()
 		return nil, err
 	}
 	return p, nil
 }
 
-// Close stops the proxy (open watches end).
-func (p *CountingProxy) Close() { _ = p.srv.Close() }
+// Close stops the proxy; open watches end (Close alone would wait for them).
+func (p *CountingProxy) Close() {
+	p.srv.CloseClientConnections()
+	p.srv.Close()
+}
 
 func (p *CountingProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	key := Classify(r.Method, r.URL.Path, r.URL.Query().Get("watch"))
