@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"reflect"
 	"testing"
 	"time"
 
@@ -123,5 +124,17 @@ func TestSameStatus(t *testing.T) {
 		t.Error("int64 2 and float64 2 differ")
 	case sameStatus(cached, changed) || sameStatus(nil, cached):
 		t.Error("a changed condition is the same status")
+	}
+}
+
+// statusPatch carries only the fields that changed (as JSON compares them) and the dropped ones
+// as null.
+func TestStatusPatch(t *testing.T) {
+	before := map[string]any{"phase": "Pending", "observedGeneration": int64(2), "hostIP": "10.0.0.1", "message": "waiting"}
+	after := map[string]any{"phase": "Running", "observedGeneration": float64(2), "hostIP": "10.0.0.1", "podIP": "10.0.0.2"}
+	got := statusPatch(before, after)
+	want := map[string]any{"phase": "Running", "podIP": "10.0.0.2", "message": nil}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("statusPatch = %v, want %v", got, want)
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"reflect"
 	"strconv"
 
-	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -67,21 +66,16 @@ func statusView(obj *unstructured.Unstructured) map[string]any {
 // sameStatus compares two statuses as JSON would: most passes change nothing, and a plain
 // deep comparison says so without the JSON round trip that number types need otherwise.
 func sameStatus(a, b map[string]any) bool {
-	return reflect.DeepEqual(a, b) || equality.Semantic.DeepEqual(normalize(a), normalize(b))
+	return len(statusPatch(a, b)) == 0
 }
 
-// writeStatus merge-patches the status subresource when it differs from before. A merge patch
-// needs no resourceVersion, so finalizer patches made by actions earlier in the same pass do not
-// turn it into a conflict; fields the pass removed are sent as null. before is only read.
-func (r *runner) writeStatus(ctx context.Context, obj *unstructured.Unstructured, before map[string]any) error {
-	after := statusView(obj)
-	if sameStatus(before, after) {
-		return nil
-	}
-	// Only the top-level status fields that changed (a Node's images and addresses stay out).
+// statusPatch returns the top-level status fields of after that differ from before, as JSON
+// would compare them, and the fields after dropped as nil. Field by field: a pod's status
+// changes one or two fields of many, and the JSON round trip is paid only for those.
+func statusPatch(before, after map[string]any) map[string]any {
 	patch := map[string]any{}
 	for k, v := range after {
-		if !sameStatus(map[string]any{k: before[k]}, map[string]any{k: v}) {
+		if old, ok := before[k]; !ok || !(reflect.DeepEqual(old, v) || sameJSON(old, v)) {
 			patch[k] = v
 		}
 	}
@@ -89,6 +83,18 @@ func (r *runner) writeStatus(ctx context.Context, obj *unstructured.Unstructured
 		if _, ok := after[k]; !ok {
 			patch[k] = nil
 		}
+	}
+	return patch
+}
+
+// writeStatus merge-patches the status subresource when it differs from before. A merge patch
+// needs no resourceVersion, so finalizer patches made by actions earlier in the same pass do not
+// turn it into a conflict; fields the pass removed are sent as null. before is only read.
+func (r *runner) writeStatus(ctx context.Context, obj *unstructured.Unstructured, before map[string]any) error {
+	// Only the top-level status fields that changed (a Node's images and addresses stay out).
+	patch := statusPatch(before, statusView(obj))
+	if len(patch) == 0 {
+		return nil
 	}
 	doc := map[string]any{"status": patch}
 	if !r.m.Status.Conditions {
@@ -133,15 +139,4 @@ func (r *runner) stale(obj *unstructured.Unstructured) bool {
 
 func cacheKey(obj *unstructured.Unstructured) string {
 	return cache.ObjectName{Namespace: obj.GetNamespace(), Name: obj.GetName()}.String()
-}
-
-// normalize round-trips through JSON so int64 and float64 from different decoders compare equal.
-func normalize(m map[string]any) any {
-	if m == nil {
-		return nil
-	}
-	b, _ := json.Marshal(m)
-	var out any
-	_ = json.Unmarshal(b, &out)
-	return out
 }

@@ -265,6 +265,19 @@ func (s *Slice) Len() int { return len(s.devices) }
 // DeviceName is the name of device i.
 func (s *Slice) DeviceName(i int) string { return s.devices[i].name.Value() }
 
+// Taints are device i's taints (a copy).
+func (s *Slice) Taints(i int) []resourcev1.DeviceTaint {
+	r := s.devices[i].rest
+	if r == nil || len(r.Taints) == 0 {
+		return nil
+	}
+	out := make([]resourcev1.DeviceTaint, len(r.Taints))
+	for j := range r.Taints {
+		r.Taints[j].DeepCopyInto(&out[j])
+	}
+	return out
+}
+
 // AllowsMultipleAllocations reports device i's allowMultipleAllocations.
 func (s *Slice) AllowsMultipleAllocations(i int) bool {
 	r := s.devices[i].rest

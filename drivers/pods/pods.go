@@ -53,6 +53,11 @@ func Register(reg *engine.Registry, inf *engine.Informers, kube kubernetes.Inter
 	if err := inf.For(gvr.ResourceClaims).AddIndexers(cache.Indexers{byReservedPool: reservedPools}); err != nil {
 		return nil, err
 	}
+	// A pod's device health is looked up per device on every pass of a running pod: by pool,
+	// not by scanning every cached slice.
+	if err := inf.For(gvr.ResourceSlices).AddIndexers(cache.Indexers{bySlicePool: slicePool}); err != nil {
+		return nil, err
+	}
 	reg.Observation("podOnSimulatedNode", d.onSimulatedNode)
 	reg.Observation("podClaimsReserved", d.claimsReserved)
 	reg.Observation("podDeviceHealth", d.deviceHealth)
@@ -88,6 +93,17 @@ func claimPods(obj metav1.Object) []cache.ObjectName {
 const byReservedPool = "reservedPool"
 
 // reservedPools is the byReservedPool index function (claims are cached unstructured).
+// bySlicePool indexes slices by "<driver>/<pool>".
+const bySlicePool = "pods/slice-pool"
+
+func slicePool(obj any) ([]string, error) {
+	s, ok := obj.(*compactslice.Slice)
+	if !ok {
+		return nil, nil
+	}
+	return []string{s.Driver() + "/" + s.Pool().Name}, nil
+}
+
 func reservedPools(obj any) ([]string, error) {
 	u, ok := obj.(*unstructured.Unstructured)
 	if !ok || len(nestedMaps(u.Object, "status", "reservedFor")) == 0 {
@@ -168,6 +184,24 @@ type podClaim struct {
 	claim     *resourcev1.ResourceClaim
 }
 
+// passClaims is d.claims of the pass's pod, resolved once per pass: a running pod's pass reads
+// them for its readiness, its devices' health and its health change, each of which would
+// otherwise convert every claim from the cache again.
+func (d *Driver) passClaims(ctx context.Context, pod *corev1.Pod) ([]podClaim, string) {
+	r, _ := engine.PassValue(ctx, passClaimsKey{}, func() (resolvedClaims, error) {
+		claims, why := d.claims(pod)
+		return resolvedClaims{claims, why}, nil
+	})
+	return r.claims, r.why
+}
+
+type passClaimsKey struct{}
+
+type resolvedClaims struct {
+	claims []podClaim
+	why    string
+}
+
 // claims resolves the pod's claims as the kubelet does: a ResourceClaimName or the generated
 // name from status.resourceClaimStatuses; a template claim whose status entry has a nil name
 // needs no claim (kube-controller-manager decided so, e.g. for an extended resource).
@@ -219,7 +253,7 @@ func (d *Driver) claimsReserved(ctx context.Context, obj *unstructured.Unstructu
 	if err != nil {
 		return engine.Fact{}, err
 	}
-	claims, why := d.claims(pod)
+	claims, why := d.passClaims(ctx, pod)
 	if why != "" {
 		return engine.Fact{Message: why}, nil
 	}
@@ -243,7 +277,7 @@ func (d *Driver) prepare(ctx context.Context, obj *unstructured.Unstructured) er
 	if err != nil {
 		return err
 	}
-	claims, _ := d.claims(pod)
+	claims, _ := d.passClaims(ctx, pod)
 	now := metav1.Now()
 	for _, c := range claims {
 		if c.claim == nil || c.claim.Status.Allocation == nil {
@@ -269,7 +303,7 @@ func (d *Driver) unprepare(ctx context.Context, obj *unstructured.Unstructured) 
 	if err != nil {
 		return err
 	}
-	claims, _ := d.claims(pod)
+	claims, _ := d.passClaims(ctx, pod)
 	for _, c := range claims {
 		if c.claim == nil {
 			continue
@@ -354,8 +388,8 @@ type Health map[string][]corev1.ResourceStatus
 // "claim:<name>[/<request>]" entry listing the claim's devices (of that request) as
 // "<driver>/<pool>/<device>" with their health: Unhealthy when the device carries the
 // unhealthy fault's taint, Unknown when its slice no longer offers it, else Healthy.
-func (d *Driver) health(pod *corev1.Pod) Health {
-	claims, _ := d.claims(pod)
+func (d *Driver) health(ctx context.Context, pod *corev1.Pod) Health {
+	claims, _ := d.passClaims(ctx, pod)
 	byName := map[string]*resourcev1.ResourceClaim{}
 	for _, c := range claims {
 		if c.claim != nil && c.claim.Status.Allocation != nil {
@@ -402,27 +436,20 @@ func baseRequest(r string) string {
 }
 
 func (d *Driver) deviceHealthOf(driver, pool, device string) corev1.ResourceHealthStatus {
-	for _, o := range d.inf.For(gvr.ResourceSlices).GetStore().List() {
+	objs, _ := d.inf.For(gvr.ResourceSlices).GetIndexer().ByIndex(bySlicePool, driver+"/"+pool)
+	for _, o := range objs {
 		s, ok := o.(*compactslice.Slice)
-		if !ok || s.Driver() != driver || s.Pool().Name != pool {
+		if !ok {
 			continue
 		}
 		for i := range s.Len() {
 			if s.DeviceName(i) != device {
 				continue
 			}
-			full := s.Expand()
-			for _, dev := range full.Spec.Devices {
-				if dev.Name != device {
-					continue
-				}
-				for _, t := range dev.Taints {
-					if t.Key == simdevice.TaintUnhealthy {
-						return corev1.ResourceHealthStatusUnhealthy
-					}
-				}
-				return corev1.ResourceHealthStatusHealthy
+			if slices.ContainsFunc(s.Taints(i), func(t resourcev1.DeviceTaint) bool { return t.Key == simdevice.TaintUnhealthy }) {
+				return corev1.ResourceHealthStatusUnhealthy
 			}
+			return corev1.ResourceHealthStatusHealthy
 		}
 	}
 	return corev1.ResourceHealthStatusUnknown
@@ -434,7 +461,7 @@ func (d *Driver) deviceHealth(ctx context.Context, obj *unstructured.Unstructure
 	if err != nil {
 		return engine.Fact{}, err
 	}
-	b, err := json.Marshal(d.health(pod))
+	b, err := json.Marshal(d.health(ctx, pod))
 	if err != nil {
 		return engine.Fact{}, err
 	}
@@ -448,7 +475,7 @@ func (d *Driver) deviceHealthChanged(ctx context.Context, obj *unstructured.Unst
 	if err != nil {
 		return engine.Fact{}, err
 	}
-	want := d.health(pod)
+	want := d.health(ctx, pod)
 	for _, cs := range pod.Status.ContainerStatuses {
 		if !equalStatuses(cs.AllocatedResourcesStatus, want[cs.Name]) {
 			return engine.Fact{Holds: true, Message: "the health of container " + cs.Name + "'s devices changed"}, nil

@@ -83,7 +83,7 @@ func toU(t *testing.T, obj any) *unstructured.Unstructured {
 
 func TestHealthAsTheKubeletWritesIt(t *testing.T) {
 	d, pod := fixture(t)
-	h := d.health(pod)
+	h := d.health(context.Background(), pod)
 	main := h["main"]
 	if len(h) != 1 || len(main) != 1 || main[0].Name != "claim:gpu/gpus" {
 		t.Fatalf("health %+v", h)
