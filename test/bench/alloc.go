@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 
@@ -159,14 +160,30 @@ func (e *Env) AllocSetup(ctx context.Context, ns string, nodes, devices int, sel
 // The claims of each run are deleted before the next, so each starts with every device free.
 // The scheduler's claims stay (without kube-controller-manager their finalizer stays).
 func (e *Env) Allocation(ctx context.Context, nodes, devices, n int) (*AllocResult, error) {
-	res := &AllocResult{Nodes: nodes, Devices: devices, Claims: n}
+	return e.allocation(ctx, allocRun{nodes: nodes, devices: devices, claims: n, class: "bench-alloc", ns: "bench-alloc", raw: true})
+}
+
+// allocRun is one allocation measurement.
+type allocRun struct {
+	nodes, devices, claims int
+	// class is the claims' DeviceClass; ns prefixes the namespaces of the runs.
+	class, ns string
+	// args go to both measured processes last (they override the client QPS/burst).
+	args []string
+	// raw also times status writes of precomputed allocations (of AllocSetup's pool).
+	raw bool
+}
+
+func (e *Env) allocation(ctx context.Context, run allocRun) (*AllocResult, error) {
+	n := run.claims
+	res := &AllocResult{Nodes: run.nodes, Devices: run.devices, Claims: n}
 
 	// Controller.
-	ns := "bench-alloc-ctl"
+	ns := run.ns + "-ctl"
 	if err := e.Namespace(ctx, ns); err != nil {
 		return nil, err
 	}
-	if err := e.CreateClaims(ctx, ns, "c", "bench-alloc", n); err != nil {
+	if err := e.CreateClaims(ctx, ns, "c", run.class, n); err != nil {
 		return nil, err
 	}
 	w := e.watchClaims(ctx, ns, nil)
@@ -178,7 +195,7 @@ func (e *Env) Allocation(ctx context.Context, nodes, devices, n int) (*AllocResu
 	start := time.Now()
 	// StartControllerWith passes --allocator simulator: this run measures the simulator's own
 	// allocation (the default hands standalone claims to kube-scheduler).
-	ctl, err := e.StartControllerWith(ctx, proxy.Kubeconfig)
+	ctl, err := e.StartControllerWith(ctx, proxy.Kubeconfig, run.args...)
 	if err != nil {
 		return nil, err
 	}
@@ -197,55 +214,18 @@ func (e *Env) Allocation(ctx context.Context, nodes, devices, n int) (*AllocResu
 	}
 
 	// Raw status writes of precomputed allocations: claim i gets device i%devices of node i/devices.
-	ns = "bench-alloc-raw"
-	if err := e.Namespace(ctx, ns); err != nil {
-		return nil, err
-	}
-	if err := e.CreateClaims(ctx, ns, "c", "bench-alloc", n); err != nil {
-		return nil, err
-	}
-	list, err := e.Setup.ResourceV1().ResourceClaims(ns).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, err
-	}
-	w = e.watchClaims(ctx, ns, nil)
-	claimsNS := "bench-alloc"
-	api := e.Measured.ResourceV1().ResourceClaims(ns)
-	start = time.Now()
-	for i := range list.Items {
-		c := &list.Items[i]
-		node := NodeName(i / devices)
-		now := metav1.Now()
-		c.Status.Allocation = &resourcev1.AllocationResult{
-			Devices: resourcev1.DeviceAllocationResult{Results: []resourcev1.DeviceRequestAllocationResult{{
-				Request: "gpu", Driver: simdevice.DefaultDriverName, Device: fmt.Sprintf("gpu-%d", i%devices),
-				Pool: simdevice.PoolNameFor(claimsNS, "alloc", node),
-			}}},
-			NodeSelector: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchFields: []corev1.NodeSelectorRequirement{{
-				Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{node},
-			}}}}},
-			AllocationTimestamp: &now,
+	if run.raw {
+		if err := e.rawAllocation(ctx, res, run); err != nil {
+			return nil, err
 		}
-		if _, err := api.UpdateStatus(ctx, c, metav1.UpdateOptions{}); err != nil {
-			return nil, fmt.Errorf("raw status write: %w", err)
-		}
-	}
-	res.RawWall = time.Since(start)
-	if err := w.wait(ctx, n, time.Minute); err != nil {
-		return nil, fmt.Errorf("raw: %w", err)
-	}
-	res.Raw = float64(n) / res.RawWall.Seconds()
-	fmt.Fprintf(e.Log, "bench: raw status writes: %.1f claims/s\n", res.Raw)
-	if err := e.deleteClaims(ctx, ns); err != nil {
-		return nil, err
 	}
 
 	// kube-scheduler.
-	ns = "bench-alloc-sched"
+	ns = run.ns + "-sched"
 	if err := e.Namespace(ctx, ns); err != nil {
 		return nil, err
 	}
-	if err := e.CreateClaims(ctx, ns, "c", "bench-alloc", n); err != nil {
+	if err := e.CreateClaims(ctx, ns, "c", run.class, n); err != nil {
 		return nil, err
 	}
 	if err := parallel(ctx, n, 32, func(ctx context.Context, i int) error {
@@ -261,7 +241,7 @@ func (e *Env) Allocation(ctx context.Context, nodes, devices, n int) (*AllocResu
 	}
 	defer sproxy.Close()
 	start = time.Now()
-	sched, err := e.spawnThrough(countedScheduler, cluster.Scheduler, sproxy.Kubeconfig)
+	sched, err := e.spawnThrough(countedScheduler, cluster.Scheduler, sproxy.Kubeconfig, run.args...)
 	if err != nil {
 		return nil, err
 	}
@@ -298,15 +278,62 @@ func (e *Env) Allocation(ctx context.Context, nodes, devices, n int) (*AllocResu
 	return res, nil
 }
 
+// rawAllocation times UpdateStatus of precomputed allocations, one by one (the claim machine
+// has one worker), with the controller's QPS/burst; the devices are AllocSetup's pool's.
+func (e *Env) rawAllocation(ctx context.Context, res *AllocResult, run allocRun) error {
+	n := run.claims
+	ns := run.ns + "-raw"
+	if err := e.Namespace(ctx, ns); err != nil {
+		return err
+	}
+	if err := e.CreateClaims(ctx, ns, "c", run.class, n); err != nil {
+		return err
+	}
+	list, err := e.Setup.ResourceV1().ResourceClaims(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	w := e.watchClaims(ctx, ns, nil)
+	claimsNS := "bench-alloc" // AllocSetup's pool
+	api := e.Measured.ResourceV1().ResourceClaims(ns)
+	start := time.Now()
+	for i := range list.Items {
+		c := &list.Items[i]
+		node := NodeName(i / run.devices)
+		now := metav1.Now()
+		c.Status.Allocation = &resourcev1.AllocationResult{
+			Devices: resourcev1.DeviceAllocationResult{Results: []resourcev1.DeviceRequestAllocationResult{{
+				Request: "gpu", Driver: simdevice.DefaultDriverName, Device: fmt.Sprintf("gpu-%d", i%run.devices),
+				Pool: simdevice.PoolNameFor(claimsNS, "alloc", node),
+			}}},
+			NodeSelector: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchFields: []corev1.NodeSelectorRequirement{{
+				Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{node},
+			}}}}},
+			AllocationTimestamp: &now,
+		}
+		if _, err := api.UpdateStatus(ctx, c, metav1.UpdateOptions{}); err != nil {
+			return fmt.Errorf("raw status write: %w", err)
+		}
+	}
+	res.RawWall = time.Since(start)
+	if err := w.wait(ctx, n, time.Minute); err != nil {
+		return fmt.Errorf("raw: %w", err)
+	}
+	res.Raw = float64(n) / res.RawWall.Seconds()
+	fmt.Fprintf(e.Log, "bench: raw status writes: %.1f claims/s\n", res.Raw)
+	return e.deleteClaims(ctx, ns)
+}
+
 // countedScheduler is kube-scheduler started behind a counting proxy.
 const countedScheduler cluster.Component = "kube-scheduler-counted"
 
 // spawnThrough starts another instance of a cluster component (its binary and arguments) as
-// name, talking to the API server through kubeconfig (the last --kubeconfig wins).
-func (e *Env) spawnThrough(name, like cluster.Component, kubeconfig string) (*cluster.Proc, error) {
+// name, talking to the API server through kubeconfig (the last --kubeconfig wins), with extra
+// arguments last.
+func (e *Env) spawnThrough(name, like cluster.Component, kubeconfig string, extra ...string) (*cluster.Proc, error) {
 	for _, p := range e.Cluster.Procs {
 		if p.Name == like {
-			argv := append(append([]string{p.Bin}, p.Args...), "--kubeconfig="+kubeconfig)
+			argv := append(append(append([]string{p.Bin}, p.Args...), "--kubeconfig="+kubeconfig), extra...)
 			return e.Cluster.Spawn(string(name), argv)
 		}
 	}
@@ -343,6 +370,34 @@ func (e *Env) deleteClaims(ctx context.Context, ns string) error {
 	return poll(ctx, time.Minute, func() (bool, error) {
 		l, err := api.List(ctx, metav1.ListOptions{Limit: 1})
 		return err == nil && len(l.Items) == 0, err
+	})
+}
+
+// deleteScheduled deletes the pods and claims of a kube-scheduler run in ns: the pods at once (no
+// kubelet runs them), the claims once the scheduler's delete-protection finalizer is taken off
+// (kube-controller-manager, which would remove it, does not run in these phases).
+func (e *Env) deleteScheduled(ctx context.Context, ns string) error {
+	zero := int64(0)
+	if err := e.Setup.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{}); err != nil {
+		return err
+	}
+	l, err := e.Setup.ResourceV1().ResourceClaims(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	if err := parallel(ctx, len(l.Items), 32, func(ctx context.Context, i int) error {
+		_, err := e.Setup.ResourceV1().ResourceClaims(ns).Patch(ctx, l.Items[i].Name, types.MergePatchType,
+			[]byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
+		return err
+	}); err != nil {
+		return err
+	}
+	if err := e.deleteClaims(ctx, ns); err != nil {
+		return err
+	}
+	return poll(ctx, time.Minute, func() (bool, error) {
+		p, err := e.Setup.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{Limit: 1})
+		return err == nil && len(p.Items) == 0, err
 	})
 }
 

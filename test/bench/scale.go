@@ -164,16 +164,34 @@ func (e *Env) scalePublish(ctx context.Context, sc ScaleConfig) ([]Row, error) {
 
 	var full *ColdStart
 	for _, n := range sizes {
-		keep := n == largest
-		cs, err := e.coldStart(ctx, n, sc, qpsArgs, keep)
+		cs, err := e.coldStart(ctx, n, sc, qpsArgs)
 		if err != nil {
 			return rows, fmt.Errorf("cold start at %d nodes: %w", n, err)
 		}
 		rows = append(rows, Row{
 			Metric: fmt.Sprintf("cold start to every pool Ready at %s (%d nodes x %d devices, %d pools, controller started with pools and nodes existing)", limits, n, sc.Devices, cs.Pools),
 			Value:  fmt.Sprintf("%s (ready after %s)", sec(cs.AllReady), sec(cs.Ready)), Target: "report", OK: true})
-		if keep {
+		// Allocation of this size's devices at the same QPS on both sides; the cold start's
+		// controller stops first (it would allocate the claims too).
+		cs.ctl.Stop()
+		allocRows, err := e.scaleAllocation(ctx, cs, n, sc, qpsArgs, limits)
+		rows = append(rows, allocRows...)
+		if err != nil {
+			return rows, fmt.Errorf("allocation at %d nodes: %w", n, err)
+		}
+		// A controller again: it keeps the largest size for the claims and memory below, and
+		// deletes the smaller sizes' pools.
+		if cs.ctl, err = e.StartController(ctx, qpsArgs...); err != nil {
+			return rows, err
+		}
+		if n == largest {
 			full = cs
+			continue
+		}
+		err = e.deletePools(ctx, cs.ns)
+		cs.ctl.Stop()
+		if err != nil {
+			return rows, err
 		}
 	}
 	defer full.ctl.Stop()
@@ -230,9 +248,9 @@ type ColdStart struct {
 }
 
 // coldStart creates n/NodesPerPool pools (each targeting its own nodes) with no controller
-// running, then times a controller's start until every pool is Ready. With keep the controller
-// is left running for the caller; otherwise the pools are deleted through it and it is stopped.
-func (e *Env) coldStart(ctx context.Context, n int, sc ScaleConfig, qpsArgs []string, keep bool) (*ColdStart, error) {
+// running, then times a controller's start until every pool is Ready; the controller is left
+// running for the caller.
+func (e *Env) coldStart(ctx context.Context, n int, sc ScaleConfig, qpsArgs []string) (*ColdStart, error) {
 	ns := fmt.Sprintf("bench-cold-%d", n)
 	if err := e.Namespace(ctx, ns); err != nil {
 		return nil, err
@@ -265,12 +283,36 @@ func (e *Env) coldStart(ctx context.Context, n int, sc ScaleConfig, qpsArgs []st
 	}
 	cs.AllReady = time.Since(start)
 	fmt.Fprintf(e.Log, "bench: cold start at %d nodes: ready %s, %d pools Ready %s\n", n, cs.Ready.Round(time.Millisecond), cs.Pools, cs.AllReady.Round(time.Millisecond))
-	if keep {
-		cs.ctl = ctl
-		return cs, nil
+	cs.ctl = ctl
+	return cs, nil
+}
+
+// scaleAllocation compares the controller with kube-scheduler allocating claims for the cold
+// start's devices of n nodes, both at the scale phase's QPS (Allocation's method: each side
+// through a counting proxy of its own, writes per claim measured), then deletes both runs'
+// claims and pods, so every device is free again.
+func (e *Env) scaleAllocation(ctx context.Context, cs *ColdStart, n int, sc ScaleConfig, qpsArgs []string, limits string) ([]Row, error) {
+	if err := e.DeviceClass(ctx, cs.ns, cs.ns); err != nil && !apierrors.IsAlreadyExists(err) {
+		return nil, err
 	}
-	defer ctl.Stop()
-	return cs, e.deletePools(ctx, ns)
+	ns := fmt.Sprintf("bench-scale-alloc-%d", n)
+	r, err := e.allocation(ctx, allocRun{nodes: n, devices: sc.Devices, claims: sc.Claims, class: cs.ns, ns: ns, args: qpsArgs})
+	if err != nil {
+		return nil, err
+	}
+	if err := e.deleteScheduled(ctx, ns+"-sched"); err != nil {
+		return nil, err
+	}
+	label := fmt.Sprintf("at %s (%d one-device claims, %d nodes x %d devices)", limits, r.Claims, n, sc.Devices)
+	return []Row{
+		{Metric: "allocation: controller vs kube-scheduler, claims/s (unequal work) " + label,
+			Value: fmt.Sprintf("%.1f claims/s", r.Controller), Baseline: fmt.Sprintf("kube-scheduler %.1f claims/s", r.Scheduler),
+			Ratio: ratio(r.Controller, r.Scheduler), Target: "report", OK: true},
+		{Metric: "allocation per API write (equal work): controller vs kube-scheduler, claims/s x measured writes per claim " + label,
+			Value:    fmt.Sprintf("%.1f writes/s (%.2f writes/claim)", r.ControllerWrites(), r.WritesPerClaim(r.ControllerReqs)),
+			Baseline: fmt.Sprintf("kube-scheduler %.1f writes/s (%.2f writes/claim)", r.SchedulerWrites(), r.WritesPerClaim(r.SchedulerReqs)),
+			Ratio:    ratio(r.ControllerWrites(), r.SchedulerWrites()), Target: "report", OK: true},
+	}, nil
 }
 
 // allocateClaims creates n one-device claims of a class selecting the cold start's devices in ns
