@@ -93,17 +93,6 @@ func claimPods(obj metav1.Object) []cache.ObjectName {
 const byReservedPool = "reservedPool"
 
 // reservedPools is the byReservedPool index function (claims are cached unstructured).
-// bySlicePool indexes slices by "<driver>/<pool>".
-const bySlicePool = "pods/slice-pool"
-
-func slicePool(obj any) ([]string, error) {
-	s, ok := obj.(*compactslice.Slice)
-	if !ok {
-		return nil, nil
-	}
-	return []string{s.Driver() + "/" + s.Pool().Name}, nil
-}
-
 func reservedPools(obj any) ([]string, error) {
 	u, ok := obj.(*unstructured.Unstructured)
 	if !ok || len(nestedMaps(u.Object, "status", "reservedFor")) == 0 {
@@ -116,6 +105,17 @@ func reservedPools(obj any) ([]string, error) {
 		keys = append(keys, driver+"/"+pool)
 	}
 	return keys, nil
+}
+
+// bySlicePool indexes slices by "<driver>/<pool>".
+const bySlicePool = "pods/slice-pool"
+
+func slicePool(obj any) ([]string, error) {
+	s, ok := obj.(*compactslice.Slice)
+	if !ok {
+		return nil, nil
+	}
+	return []string{s.Driver() + "/" + s.Pool().Name}, nil
 }
 
 // nestedMaps returns the objects of the list at path, without copying (nil when absent).
