@@ -439,7 +439,17 @@ func (d *Driver) recordStatus(ctx context.Context, obj *unstructured.Unstructure
 	return nil
 }
 
+// MaxStatusNodes is the CRD's maxItems of status.nodes. A pool on more nodes lists the first
+// MaxStatusNodes of them by name there and counts them all in status.nodeCount: a longer list
+// would have its whole status write refused (at about 140 bytes an entry, 5,000 entries are
+// already half of etcd's 1.5 MiB request limit).
+const MaxStatusNodes = 5000
+
 func setNodes(obj *unstructured.Unstructured, nodes []simdevice.NodeStatus) {
+	count := len(nodes)
+	if count > MaxStatusNodes {
+		nodes = slices.SortedFunc(slices.Values(nodes), func(a, b simdevice.NodeStatus) int { return strings.Compare(a.Node, b.Node) })[:MaxStatusNodes]
+	}
 	var list []any
 	for _, n := range nodes {
 		m, _ := runtime.DefaultUnstructuredConverter.ToUnstructured(&n)
@@ -450,7 +460,7 @@ func setNodes(obj *unstructured.Unstructured, nodes []simdevice.NodeStatus) {
 	} else {
 		_ = unstructured.SetNestedSlice(obj.Object, list, "status", "nodes")
 	}
-	_ = unstructured.SetNestedField(obj.Object, int64(len(nodes)), "status", "nodeCount")
+	_ = unstructured.SetNestedField(obj.Object, int64(count), "status", "nodeCount")
 }
 
 func sameNodes(obj *unstructured.Unstructured, nodes []simdevice.NodeStatus) bool {

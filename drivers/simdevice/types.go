@@ -196,7 +196,8 @@ type NodeStatus struct {
 type PoolStatus struct {
 	ObservedGeneration int64              `json:"observedGeneration,omitempty"`
 	Conditions         []metav1.Condition `json:"conditions,omitempty"`
-	// NodeCount is len(Nodes); it exists for the "Nodes" printer column.
+	// NodeCount is the number of nodes the pool publishes on, for the "Nodes" printer column;
+	// Nodes lists them, at most 5,000 (the first by name: drivers/pools.MaxStatusNodes).
 	NodeCount int          `json:"nodeCount,omitempty"`
 	Nodes     []NodeStatus `json:"nodes,omitempty"`
 }

@@ -11,11 +11,14 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 
 	"github.com/draforge/draforge/drivers/gvr"
+	"github.com/draforge/draforge/drivers/pools"
 	"github.com/draforge/draforge/drivers/simdevice"
 	"github.com/draforge/draforge/test/cluster"
 	"github.com/draforge/draforge/test/e2e/e2eutil"
@@ -293,4 +296,78 @@ func TestPoolFollowsNodeLabelsNotHeartbeats(t *testing.T) {
 	if after := syncs(); after <= before {
 		t.Errorf("the label change made no pool sync (%v, before %v)", after, before)
 	}
+}
+
+// TestPoolOnMoreNodesThanStatusLists: a pool on more nodes than status.nodes may list (the
+// CRD's maxItems) publishes on all of them and turns Ready; its status lists the first
+// pools.MaxStatusNodes nodes by name and counts them all (a longer list would have the whole
+// status write refused, and the pool would never show Ready).
+func TestPoolOnMoreNodesThanStatusLists(t *testing.T) {
+	e := newEnv(t)
+	e.Setup(t)
+	startController(t, "--kube-api-qps=2000", "--kube-api-burst=4000")
+	ctx := t.Context()
+	n := pools.MaxStatusNodes + 1
+	labels := map[string]string{"draforge-e2e/wide": e.Namespace}
+	t.Cleanup(func() {
+		_ = e.Kube.CoreV1().Nodes().DeleteCollection(context.Background(), metav1.DeleteOptions{},
+			metav1.ListOptions{LabelSelector: "draforge-e2e/wide=" + e.Namespace})
+	})
+	names := make(chan string)
+	var wg sync.WaitGroup
+	for range 32 {
+		wg.Go(func() {
+			for name := range names {
+				if _, err := e.Kube.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}, metav1.CreateOptions{}); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+	for i := range n {
+		names <- fmt.Sprintf("wide-%s-%05d", e.Namespace, i)
+	}
+	close(names)
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+
+	api := e.Dynamic.Resource(gvr.SimulatedDevicePools).Namespace(e.Namespace)
+	if _, err := api.Create(ctx, newPool(e.Namespace, "wide", map[string]any{
+		"deviceType": "gpu", "deviceCount": int64(1), "nodeSelector": map[string]any{"draforge-e2e/wide": e.Namespace},
+	}), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var listed int
+	var count int64
+	var first any
+	eventually(t, 3*time.Minute, func() (bool, string) {
+		u, err := api.Get(ctx, "wide", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		nodes, _, _ := unstructured.NestedSlice(u.Object, "status", "nodes")
+		count, _, _ = unstructured.NestedInt64(u.Object, "status", "nodeCount")
+		listed = len(nodes)
+		if listed > 0 {
+			first = nodes[0].(map[string]any)["node"]
+		}
+		return e2eutil.ConditionIs(u, "Ready", "True"), fmt.Sprintf("conditions %v, nodeCount %d, %d listed", e2eutil.Condition(u, "Ready"), count, listed)
+	})
+	if count != int64(n) || listed != pools.MaxStatusNodes || first != fmt.Sprintf("wide-%s-00000", e.Namespace) {
+		t.Fatalf("nodeCount %d, %d listed, first %v; want %d, %d, the first node by name", count, listed, first, n, pools.MaxStatusNodes)
+	}
+	if got := len(e.PoolSlices(t, e.Namespace, "wide")); got != n {
+		t.Fatalf("%d slices, want one per node (%d)", got, n)
+	}
+	// Deleted with the controller still running, so its finalizer removes the 5,001 slices.
+	if err := api.Delete(ctx, "wide", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 2*time.Minute, func() (bool, string) {
+		_, err := api.Get(ctx, "wide", metav1.GetOptions{})
+		left := len(e.PoolSlices(t, e.Namespace, "wide"))
+		return apierrors.IsNotFound(err) && left == 0, fmt.Sprintf("pool: %v, %d slices left", err, left)
+	})
 }
