@@ -59,7 +59,8 @@ type WorkloadSide struct {
 	Rate, Scheduled float64
 	// Wall is the window (first create to last pod Running), Bound the same to the last bind.
 	Wall, Bound time.Duration
-	// Runs are the pods/s of each run this side combines, in the order they ran.
+	// Runs are the pods/s of each run a combined side is made of (CombineRuns), in the order
+	// they ran.
 	Runs []float64
 	// Requests are the agent's requests during the window, as its counting proxy saw them.
 	Requests Counts
@@ -488,7 +489,6 @@ func (e *Env) runWorkload(ctx context.Context, agent string, proxy *CountingProx
 		CPU: cpuAfter - cpuBefore, ControlPlane: cpuSince(cpBefore, cpAfter)}
 	s.Rate = float64(pods) / s.Wall.Seconds()
 	s.Scheduled = float64(pods) / s.Bound.Seconds()
-	s.Runs = []float64{s.Rate}
 	return s, nil
 }
 
