@@ -18,6 +18,7 @@ import (
 // (6 writes/min), a node status PATCH every nodeStatusReportFrequency (5m: 0.2/min) and a GET of
 // its Node every nodeStatusUpdateFrequency (10s: 6/min), so 6.2 writes and 12.2 requests.
 const (
+	KubeletLeasesPerMinute   = 6.0
 	KubeletWritesPerMinute   = 6.2
 	KubeletRequestsPerMinute = 12.2
 )

@@ -133,12 +133,13 @@ func (c Counts) Writes() int {
 	return n
 }
 
-// Leases counts the requests on Leases, whatever their verb (KWOK updates them, the node
-// machine patches them).
-func (c Counts) Leases() int {
+// Resource counts the requests on resource (as the keys name it: "leases",
+// "resourceclaims/status"), whatever their verb: KWOK updates Leases, the node machine patches
+// them.
+func (c Counts) Resource(resource string) int {
 	n := 0
 	for k, v := range c {
-		if _, res, _ := strings.Cut(k, " "); res == "leases" {
+		if _, res, _ := strings.Cut(k, " "); res == resource {
 			n += v
 		}
 	}

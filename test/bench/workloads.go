@@ -91,8 +91,29 @@ func (s *WorkloadSide) controlPlaneText() string {
 	return fmt.Sprintf("%.1f s (%s)", s.ControlPlaneTotal().Seconds(), strings.Join(parts, ", "))
 }
 
-// PerPod is requests per pod.
-func (s *WorkloadSide) PerPod() float64 { return float64(s.Requests.Total()) / float64(s.Pods) }
+// PerPod is requests per pod, all of them.
+func (s *WorkloadSide) PerPod() float64 { return s.perPod(s.Requests.Total()) }
+
+// PodWorkPerPod is requests per pod on the work both agents do for a pod (its status writes,
+// reads and watches). It leaves out the Lease renewals, which follow the clock and not the pods
+// (LeasesPerNodeMinute), and the claim status writes only a DRA kubelet plugin makes
+// (ClaimStatusPerPod).
+func (s *WorkloadSide) PodWorkPerPod() float64 {
+	return s.perPod(s.Requests.Total() - s.Requests.Resource("leases") - s.Requests.Resource(claimStatus))
+}
+
+// ClaimStatusPerPod is the claim status writes per pod.
+func (s *WorkloadSide) ClaimStatusPerPod() float64 { return s.perPod(s.Requests.Resource(claimStatus)) }
+
+// LeasesPerNodeMinute is the Lease requests per node per minute of the window.
+func (s *WorkloadSide) LeasesPerNodeMinute(nodes int) float64 {
+	return float64(s.Requests.Resource("leases")) / float64(nodes) / s.Wall.Minutes()
+}
+
+func (s *WorkloadSide) perPod(n int) float64 { return float64(n) / float64(s.Pods) }
+
+// claimStatus is the resource a DRA kubelet plugin writes a claim's status.devices to.
+const claimStatus = "resourceclaims/status"
 
 // WorkloadsResult compares DRAForge's simulated nodes with KWOK's on the same workload.
 type WorkloadsResult struct {
@@ -497,7 +518,7 @@ func settle(ctx context.Context, proxy *CountingProxy, quiet, timeout time.Durat
 	last, since := -1, time.Now()
 	_ = poll(ctx, timeout, func() (bool, error) {
 		c := proxy.Counts()
-		n := c.Total() - c.Leases()
+		n := c.Total() - c.Resource("leases")
 		if n != last {
 			last, since = n, time.Now()
 			return false, nil
