@@ -47,48 +47,24 @@ func (a *Allocator) Allocate(ctx context.Context, claim *resourcev1.ResourceClai
 	a.allocMu.Lock()
 	defer a.allocMu.Unlock()
 
-	// The structured allocator runs under the read lock: it reads the store's holdings, view and
-	// classes in place (allocationSnapshotLocked), and no writer can change them meanwhile.
 	a.mu.RLock()
-	if r, pending := a.inFlight[claim.UID]; pending {
-		a.mu.RUnlock()
+	r, pending := a.inFlight[claim.UID]
+	snap := a.snapshotLocked("")
+	a.mu.RUnlock()
+	if pending {
 		return r.allocation.DeepCopy(), nil
 	}
-	result, err := a.allocateRLocked(ctx, withDefaults(claim))
-	a.mu.RUnlock()
-	if err != nil {
-		return nil, err
-	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	// Cannot conflict with another allocation while allocMu is held; an observed claim may
-	// have taken a device since the read lock was released, so this checks anyway.
-	if err := a.reserveLocked(claim.UID, claimKey(claim), result); err != nil {
-		return nil, fmt.Errorf("internal error: %w", err)
-	}
-	return result, nil
-}
 
-// allocateRLocked finds the allocation Allocate returns, or an error. The caller holds allocMu
-// and mu's read lock.
-func (a *Allocator) allocateRLocked(ctx context.Context, claim *resourcev1.ResourceClaim) (*resourcev1.AllocationResult, error) {
-	snap := a.allocationSnapshotLocked()
-	alloc, err := a.newStructured(snap, claim)
+	alloc, err := a.newStructured(snap, withDefaults(claim))
 	if err != nil {
 		return nil, err
 	}
-	candidates := snap.candidateNodes()
-	// Nodes whose devices are all exclusively held (observed or in flight) cannot give the claim
-	// anything, so the structured allocator does not run on them. Every node is kept when some
-	// slice is not node-local, and for claims with admin access, which may use held devices.
-	skipFull := !usesAdminAccess(claim) && len(snap.view.nonLocal) == 0
-	tried := 0
+	nodes := snap.candidateNodes()
+	if !usesAdminAccess(claim) {
+		nodes = snap.withFreeDevices(nodes)
+	}
 	var nodeErr error
-	for i, node := range candidates {
-		if skipFull && !snap.view.free[i].hasFree() {
-			continue
-		}
-		tried++
+	for _, node := range nodes {
 		result, err := alloc.allocateOn(ctx, node)
 		if err != nil {
 			if errors.Is(err, structured.ErrFailedAllocationOnNode) {
@@ -98,18 +74,24 @@ func (a *Allocator) allocateRLocked(ctx context.Context, claim *resourcev1.Resou
 			return nil, err
 		}
 		if result != nil {
+			a.mu.Lock()
+			defer a.mu.Unlock()
+			// Cannot conflict while allocMu is held; checked anyway as a last line of defence.
+			if err := a.reserveLocked(claim.UID, claimKey(claim), result); err != nil {
+				return nil, fmt.Errorf("internal error: %w", err)
+			}
 			return result, nil
 		}
 	}
 	switch {
-	case tried == 0 && len(candidates) > 0:
+	case len(nodes) == 0 && len(snap.candidateNodes()) > 0:
 		return nil, &Unsatisfiable{Reason: "no node has a free device"}
-	case tried == 0:
+	case len(nodes) == 0:
 		return nil, &Unsatisfiable{Reason: "no observed node has ResourceSlices"}
 	case nodeErr != nil:
-		return nil, &Unsatisfiable{Reason: fmt.Sprintf("no node fits (tried %d): %v", tried, nodeErr), Err: nodeErr}
+		return nil, &Unsatisfiable{Reason: fmt.Sprintf("no node fits (tried %d): %v", len(nodes), nodeErr), Err: nodeErr}
 	default:
-		return nil, &Unsatisfiable{Reason: fmt.Sprintf("no node has enough free devices matching all requests (tried %d)", tried)}
+		return nil, &Unsatisfiable{Reason: fmt.Sprintf("no node has enough free devices matching all requests (tried %d)", len(nodes))}
 	}
 }
 

@@ -638,7 +638,6 @@ func BenchmarkAllocate(b *testing.B) {
 			a.Release(c.UID)
 		}
 	})
-	benchmarkAllocateLarge(b)
 }
 
 func taintRule(name string, sel *resourcev1.DeviceTaintSelector, effect resourcev1.DeviceTaintEffect) *resourcev1.DeviceTaintRule {
@@ -784,48 +783,4 @@ func TestExplainCountersAndCapacity(t *testing.T) {
 	ex = a.Explain(ctx, second)
 	assertReason(t, findDevice(t, ex.Requests[0], "node-a/shared"), ReasonCapacityExhausted, "capacity bandwidth: requests 6G, 4G of 10G left")
 	mustAllocate(t, a, bw("third", "4G"))
-}
-
-// benchmarkAllocateLarge allocates one claim at a time on 5,000 nodes of 8 devices each with
-// half of the devices held by observed claims: "spread" holds dev-0..dev-3 on every node,
-// "full-first" holds every device of the first 2,500 nodes (first fit skips them).
-func benchmarkAllocateLarge(b *testing.B) {
-	const numNodes, perNode = 5000, 8
-	var nodes []string
-	for i := range numNodes {
-		nodes = append(nodes, fmt.Sprintf("node-%04d", i))
-	}
-	for _, tc := range []struct {
-		name string
-		held func(node, dev int) bool
-	}{
-		{"5000x8-half-spread", func(_, dev int) bool { return dev < perNode/2 }},
-		{"5000x8-half-full-first", func(node, _ int) bool { return node < numNodes/2 }},
-	} {
-		b.Run(tc.name, func(b *testing.B) {
-			a := cluster(b, nodes, perNode, nil)
-			for i, n := range nodes {
-				var results []resourcev1.DeviceRequestAllocationResult
-				for d := range perNode {
-					if tc.held(i, d) {
-						results = append(results, resourcev1.DeviceRequestAllocationResult{Request: "gpu", Driver: driver, Pool: n, Device: fmt.Sprintf("dev-%d", d)})
-					}
-				}
-				if len(results) == 0 {
-					continue
-				}
-				c := newClaim("held-"+n, exactly("gpu", "gpu", int64(len(results))))
-				c.Status.Allocation = &resourcev1.AllocationResult{Devices: resourcev1.DeviceAllocationResult{Results: results}}
-				a.UpsertClaim(c)
-			}
-			ctx := context.Background()
-			c := newClaim("c", exactly("gpu", "gpu", 2))
-			for b.Loop() {
-				if _, err := a.Allocate(ctx, c); err != nil {
-					b.Fatal(err)
-				}
-				a.Release(c.UID)
-			}
-		})
-	}
 }

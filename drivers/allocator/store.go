@@ -64,21 +64,12 @@ type Allocator struct {
 	inFlight map[types.UID]reservation
 	// taintRules are the DeviceTaintRules by name, applied to slices in snapshots.
 	taintRules map[string]*resourcev1.DeviceTaintRule
-
-	// held is the device accounting of claims and inFlight, kept up to date with them.
-	held *holdings
-	// view is slices and nodes sorted and indexed, nil when it must be rebuilt. Writers (under
-	// mu's write lock) set it to nil or patch it; Allocate reads and rebuilds it holding allocMu
-	// and mu's read lock. allocMu makes Allocate its only reader, so rebuilding under the read
-	// lock races with nothing: writers wait for the read lock, other Allocates for allocMu.
-	view *view
 }
 
 // reservation is an allocation that was (or is about to be) written but is not yet observed.
 type reservation struct {
 	claim      string // namespace/name, "" when reserved by UID only
 	allocation *resourcev1.AllocationResult
-	held       []heldDevice // heldDevices(allocation)
 }
 
 // New returns an empty Allocator.
@@ -101,7 +92,6 @@ func New(opts Options) *Allocator {
 		claims:            map[string]observedClaim{},
 		nodes:             map[string]*corev1.Node{},
 		inFlight:          map[types.UID]reservation{},
-		held:              newHoldings(features.ConsumableCapacity),
 	}
 }
 
@@ -144,23 +134,14 @@ func claimKey(claim *resourcev1.ResourceClaim) string {
 func (a *Allocator) UpsertSlice(slice *compactslice.Slice) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if old, ok := a.slices[slice.Name]; ok {
-		a.held.removeSlice(old)
-	}
 	a.slices[slice.Name] = slice
-	a.held.addSlice(slice)
-	a.view = nil
 }
 
 // DeleteSlice forgets a ResourceSlice.
 func (a *Allocator) DeleteSlice(slice *compactslice.Slice) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if old, ok := a.slices[slice.Name]; ok {
-		a.held.removeSlice(old)
-		delete(a.slices, slice.Name)
-		a.view = nil
-	}
+	delete(a.slices, slice.Name)
 }
 
 // UpsertClass records an added or updated DeviceClass.
@@ -181,21 +162,14 @@ func (a *Allocator) DeleteClass(class *resourcev1.DeviceClass) {
 func (a *Allocator) UpsertNode(node *corev1.Node) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	_, known := a.nodes[node.Name]
 	a.nodes[node.Name] = node
-	if !known || (a.view != nil && !a.view.replaceNode(node)) {
-		a.view = nil
-	}
 }
 
 // DeleteNode forgets a Node.
 func (a *Allocator) DeleteNode(node *corev1.Node) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if _, ok := a.nodes[node.Name]; ok {
-		delete(a.nodes, node.Name)
-		a.view = nil
-	}
+	delete(a.nodes, node.Name)
 }
 
 // UpsertClaim records an added or updated ResourceClaim. An in-flight reservation for the claim
@@ -206,18 +180,13 @@ func (a *Allocator) UpsertClaim(claim *resourcev1.ResourceClaim) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	key := claimKey(claim)
-	if old, ok := a.claims[key]; ok {
-		a.held.remove(old.Held, holdRef{uid: old.UID, claim: key})
-		if old.UID != claim.UID {
-			a.releaseLocked(old.UID) // the claim was recreated: the old one is gone
-		}
+	if old, ok := a.claims[key]; ok && old.UID != claim.UID {
+		delete(a.inFlight, old.UID) // the claim was recreated: the old one is gone
 	}
-	c := observedClaim{UID: claim.UID, Deleting: claim.DeletionTimestamp != nil, Held: heldDevices(claim.Status.Allocation)}
-	a.claims[key] = c
-	a.held.add(c.Held, holdRef{uid: c.UID, claim: key})
+	a.claims[key] = observedClaim{UID: claim.UID, Deleting: claim.DeletionTimestamp != nil, Held: heldDevices(claim.Status.Allocation)}
 	if r, ok := a.inFlight[claim.UID]; ok && claim.Status.Allocation != nil &&
 		sameDevices(r.allocation, claim.Status.Allocation) {
-		a.releaseLocked(claim.UID)
+		delete(a.inFlight, claim.UID)
 	}
 }
 
@@ -241,10 +210,9 @@ func (a *Allocator) DeleteClaim(claim *resourcev1.ResourceClaim) {
 	defer a.mu.Unlock()
 	key := claimKey(claim)
 	if old, ok := a.claims[key]; ok && old.UID == claim.UID {
-		a.held.remove(old.Held, holdRef{uid: old.UID, claim: key})
 		delete(a.claims, key)
 	}
-	a.releaseLocked(claim.UID)
+	delete(a.inFlight, claim.UID)
 }
 
 // Reserve records an allocation for claimUID as in flight, so no other allocation takes its
@@ -260,23 +228,20 @@ func (a *Allocator) Reserve(claimUID types.UID, allocation *resourcev1.Allocatio
 }
 
 func (a *Allocator) reserveLocked(claimUID types.UID, key string, allocation *resourcev1.AllocationResult) error {
+	owners := a.ownersLocked(claimUID)
 	for _, r := range allocation.Devices.Results {
 		if ptr.Deref(r.AdminAccess, false) || (a.features.ConsumableCapacity && r.ShareID != nil) {
 			continue
 		}
 		id := structured.MakeDeviceID(r.Driver, r.Pool, r.Device)
-		if owner, taken := a.held.conflict(id, claimUID); taken {
-			return fmt.Errorf("device %s is already allocated to %s", id, owner.owner())
+		if owner, taken := owners[id]; taken {
+			return fmt.Errorf("device %s is already allocated to %s", id, owner)
 		}
 	}
 	if key == "" {
 		key = a.claimKeyByUIDLocked(claimUID)
 	}
-	a.releaseLocked(claimUID) // a reservation replaced by this one
-	r := reservation{claim: key, allocation: allocation.DeepCopy()}
-	r.held = heldDevices(r.allocation)
-	a.inFlight[claimUID] = r
-	a.held.add(r.held, holdRef{uid: claimUID, claim: key, inFlight: true})
+	a.inFlight[claimUID] = reservation{claim: key, allocation: allocation.DeepCopy()}
 	return nil
 }
 
@@ -284,15 +249,7 @@ func (a *Allocator) reserveLocked(claimUID types.UID, key string, allocation *re
 func (a *Allocator) Release(claimUID types.UID) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.releaseLocked(claimUID)
-}
-
-// releaseLocked drops the in-flight reservation for claimUID, if any, and the devices it holds.
-func (a *Allocator) releaseLocked(claimUID types.UID) {
-	if r, ok := a.inFlight[claimUID]; ok {
-		a.held.remove(r.held, holdRef{uid: claimUID, claim: r.claim, inFlight: true})
-		delete(a.inFlight, claimUID)
-	}
+	delete(a.inFlight, claimUID)
 }
 
 // InFlight reports whether an allocation for claimUID is reserved but not yet observed.
@@ -358,38 +315,30 @@ func (a *Allocator) ownersLocked(except types.UID) map[structured.DeviceID]strin
 		if r.claim == "" {
 			owner = "in-flight claim uid " + string(uid)
 		}
-		add(r.held, owner)
+		add(heldDevices(r.allocation), owner)
 	}
 	return owners
 }
 
-// snapshot is what one claim is allocated or explained against. It is used by one goroutine.
-// Explain takes a full snapshot (snapshotLocked): copies, valid after the lock is released.
-// Allocate takes a light one (allocationSnapshotLocked) that shares the store's cached view,
-// classes and holdings: it is valid only while the store's read lock is held.
+// snapshot is a view of the store taken under the read lock. It is used by one goroutine.
 type snapshot struct {
-	view   *view
-	slices []*compactslice.Slice // view.slices: all, sorted by name
-	nodes  []*corev1.Node        // view.nodes: all observed nodes, sorted by name
+	slices []*compactslice.Slice // sorted by name
 	// expanded are the slices expanded to the API type so far (see typed).
 	expanded map[*compactslice.Slice]*resourcev1.ResourceSlice
 	classes  map[string]*resourcev1.DeviceClass
+	nodes    []*corev1.Node // all observed nodes, sorted by name
 	state    structured.AllocatedState
-	// owners and consumed are for explain only (nil in an allocation snapshot): the owner of
-	// every exclusively held device and the capacity taken from shared devices, per device.
 	owners   map[structured.DeviceID]string
+	// consumed is the capacity taken from shared devices, per device (explain only).
 	consumed map[structured.DeviceID]map[resourcev1.QualifiedName]resource.Quantity
 	// taintRules are applied to every slice the snapshot expands.
 	taintRules []*resourcev1.DeviceTaintRule
 }
 
-// snapshotLocked takes a full snapshot, rebuilt from the store's maps; the in-flight
-// reservation of the claim with UID except, if any, is left out, so that claim is seen as
-// holding no devices. Allocate does not use it (see allocationSnapshotLocked); it stays the
-// reference for what the incrementally maintained holdings and view must equal.
+// snapshotLocked takes a snapshot; the in-flight reservation of the claim with UID except, if
+// any, is left out, so that claim is seen as holding no devices.
 func (a *Allocator) snapshotLocked(except types.UID) *snapshot {
 	s := &snapshot{
-		view:       newView(a.slices, a.nodes),
 		expanded:   map[*compactslice.Slice]*resourcev1.ResourceSlice{},
 		classes:    make(map[string]*resourcev1.DeviceClass, len(a.classes)),
 		owners:     a.ownersLocked(except),
@@ -401,10 +350,17 @@ func (a *Allocator) snapshotLocked(except types.UID) *snapshot {
 			AggregatedCapacity:       structured.NewConsumedCapacityCollection(),
 		},
 	}
-	s.slices, s.nodes = s.view.slices, s.view.nodes
+	for _, sl := range a.slices {
+		s.slices = append(s.slices, sl)
+	}
+	sort.Slice(s.slices, func(i, j int) bool { return s.slices[i].Name < s.slices[j].Name })
 	for name, c := range a.classes {
 		s.classes[name] = c
 	}
+	for _, n := range a.nodes {
+		s.nodes = append(s.nodes, n)
+	}
+	sort.Slice(s.nodes, func(i, j int) bool { return s.nodes[i].Name < s.nodes[j].Name })
 
 	// Same accounting as the scheduler's DRA plugin: admin access does not take a device,
 	// shared allocations are tracked by share ID and consumed capacity.
@@ -437,44 +393,62 @@ func (a *Allocator) snapshotLocked(except types.UID) *snapshot {
 	}
 	for uid, r := range a.inFlight {
 		if except == "" || uid != except {
-			add(r.held)
+			add(heldDevices(r.allocation))
 		}
 	}
 	return s
 }
 
-// allocationSnapshotLocked returns a snapshot sharing the store's cached view (rebuilt here if
-// a slice or node was added or removed), classes and holdings, with every in-flight
-// reservation counted. Nothing is copied, so it costs the same at any cluster size, and it is
-// valid only while the caller holds mu's read lock, which keeps every writer out, and allocMu,
-// which makes the caller the only one to rebuild the view (see Allocator.view).
-func (a *Allocator) allocationSnapshotLocked() *snapshot {
-	if a.view == nil {
-		v := newView(a.slices, a.nodes)
-		if len(v.nonLocal) == 0 {
-			// Every candidate has node-local slices, so holdings has its (never deleted) counts.
-			v.free = make([]*nodeDevices, len(v.candidates))
-			for i, n := range v.candidates {
-				v.free[i] = a.held.nodes[n.Name]
-			}
-		}
-		a.view = v
-	}
-	return &snapshot{
-		view:       a.view,
-		slices:     a.view.slices,
-		nodes:      a.view.nodes,
-		expanded:   map[*compactslice.Slice]*resourcev1.ResourceSlice{},
-		classes:    a.classes,
-		state:      a.held.state,
-		taintRules: a.taintRulesLocked(),
-	}
-}
-
 // candidateNodes returns the observed nodes the claim could be allocated on: nodes with
 // node-local slices, or every node when some slice is not bound to a single node.
 func (s *snapshot) candidateNodes() []*corev1.Node {
-	return s.view.candidates
+	local := sets.New[string]()
+	for _, sl := range s.slices {
+		name := sl.NodeName()
+		if name == "" {
+			return s.nodes
+		}
+		local.Insert(name)
+	}
+	var out []*corev1.Node
+	for _, n := range s.nodes {
+		if local.Has(n.Name) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// withFreeDevices drops the nodes whose devices are all exclusively allocated (observed or in
+// flight), so a claim does not run the structured allocator on nodes that cannot give it
+// anything. It keeps a node when any of its devices is free or allows multiple allocations,
+// and keeps every node when some slice is not node-local. Callers must not use it for claims
+// with admin access, which may use allocated devices.
+func (s *snapshot) withFreeDevices(nodes []*corev1.Node) []*corev1.Node {
+	free := sets.New[string]()
+	for _, sl := range s.slices {
+		name := sl.NodeName()
+		if name == "" {
+			return nodes
+		}
+		if free.Has(name) {
+			continue
+		}
+		for i := range sl.Len() {
+			if sl.AllowsMultipleAllocations(i) ||
+				!s.state.AllocatedDevices.Has(structured.MakeDeviceID(sl.Driver(), sl.Pool().Name, sl.DeviceName(i))) {
+				free.Insert(name)
+				break
+			}
+		}
+	}
+	out := nodes[:0:0]
+	for _, n := range nodes {
+		if free.Has(n.Name) {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // typed returns sl as the API type with the DeviceTaintRules applied, expanding it once per
@@ -499,11 +473,36 @@ func (s *snapshot) allTyped() []*resourcev1.ResourceSlice {
 }
 
 // slicesFor returns, as the API type, what the structured allocator reads when it allocates on
-// node (view.slicesFor).
+// node: the node's own slices, the slices not bound to one node and, for a pool that these do
+// not show complete, the pool's other slices (the allocator then checks completeness over them).
+// Any superset gives the same result; this one expands a few slices per node instead of all.
 func (s *snapshot) slicesFor(node string) []*resourcev1.ResourceSlice {
-	slices := s.view.slicesFor(node)
-	typed := make([]*resourcev1.ResourceSlice, len(slices))
-	for i, sl := range slices {
+	var out []*compactslice.Slice
+	for _, sl := range s.slices {
+		if n := sl.NodeName(); n == node || n == "" {
+			out = append(out, sl)
+		}
+	}
+	found := map[poolID]int64{}
+	for _, sl := range out {
+		found[poolID{sl.Driver(), sl.Pool().Name}]++
+	}
+	incomplete := sets.New[poolID]()
+	for _, sl := range out {
+		if id := (poolID{sl.Driver(), sl.Pool().Name}); found[id] != sl.Pool().ResourceSliceCount {
+			incomplete.Insert(id)
+		}
+	}
+	if len(incomplete) > 0 {
+		out = out[:0]
+		for _, sl := range s.slices {
+			if n := sl.NodeName(); n == node || n == "" || incomplete.Has(poolID{sl.Driver(), sl.Pool().Name}) {
+				out = append(out, sl)
+			}
+		}
+	}
+	typed := make([]*resourcev1.ResourceSlice, len(out))
+	for i, sl := range out {
 		typed[i] = s.typed(sl)
 	}
 	return typed
