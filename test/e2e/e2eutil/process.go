@@ -49,7 +49,9 @@ func DraforgeBinaryWith(t testing.TB, ldflags string) string {
 		buildDir = d
 	}
 	out := filepath.Join(buildDir, fmt.Sprintf("draforge-%d", len(buildPath)))
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	// A cold -trimpath build on a busy 2-core machine has taken over 5 minutes: the limit only
+	// guards against a hung toolchain.
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	// Static and -trimpath like the container image's amd64 binary (build/containerimage), so
 	// both share the Go build cache: only the link step differs.
