@@ -1,7 +1,9 @@
 package devicestatus
 
 import (
+	"context"
 	"net/netip"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -9,7 +11,10 @@ import (
 
 	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
 
 	"github.com/draforge/draforge/drivers/simdevice"
@@ -140,5 +145,72 @@ func TestNetworkFor(t *testing.T) {
 	gpu := &simdevice.Pool{Spec: simdevice.PoolSpec{DeviceType: "gpu", Profile: simdevice.ProfileNvidiaGPU}}
 	if NetworkFor(gpu, "node-a", &resourcev1.Device{Name: "gpu-0"}) != nil {
 		t.Error("a GPU got network data")
+	}
+}
+
+func TestReplacedKeepsOtherDrivers(t *testing.T) {
+	a1 := resourcev1.AllocatedDeviceStatus{Driver: "a", Pool: "p", Device: "1"}
+	b1 := resourcev1.AllocatedDeviceStatus{Driver: "b", Pool: "p", Device: "1"}
+	b2 := resourcev1.AllocatedDeviceStatus{Driver: "b", Pool: "p", Device: "2"}
+	c1 := resourcev1.AllocatedDeviceStatus{Driver: "c", Pool: "p", Device: "1"}
+	nb := resourcev1.AllocatedDeviceStatus{Driver: "b", Pool: "q", Device: "9"}
+	for _, tc := range []struct {
+		name    string
+		devices []resourcev1.AllocatedDeviceStatus
+		entries []resourcev1.AllocatedDeviceStatus
+		want    []resourcev1.AllocatedDeviceStatus
+	}{
+		{"in place of the driver's first entry", []resourcev1.AllocatedDeviceStatus{a1, b1, c1, b2}, []resourcev1.AllocatedDeviceStatus{nb}, []resourcev1.AllocatedDeviceStatus{a1, nb, c1}},
+		{"appended when the driver had none", []resourcev1.AllocatedDeviceStatus{a1, c1}, []resourcev1.AllocatedDeviceStatus{nb}, []resourcev1.AllocatedDeviceStatus{a1, c1, nb}},
+		{"removed", []resourcev1.AllocatedDeviceStatus{a1, b1, b2}, nil, []resourcev1.AllocatedDeviceStatus{a1}},
+		{"nothing left is nil", []resourcev1.AllocatedDeviceStatus{b1}, nil, nil},
+	} {
+		if got := Replaced(tc.devices, "b", tc.entries); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s: got %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// Update writes the claim as read (its resourceVersion: kube-apiserver refuses a stale one),
+// changes only the driver's entries, and writes nothing when they are already there.
+func TestUpdate(t *testing.T) {
+	now := metav1.NewTime(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	claim := &resourcev1.ResourceClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: "ns", ResourceVersion: "7"},
+		Status: resourcev1.ResourceClaimStatus{
+			Allocation: &resourcev1.AllocationResult{Devices: resourcev1.DeviceAllocationResult{Results: []resourcev1.DeviceRequestAllocationResult{
+				{Request: "r", Driver: "gpu.example.com", Pool: "p", Device: "gpu-0"}, {Request: "n", Driver: "nic.example.com", Pool: "p", Device: "nic-0"}}}},
+			Devices: []resourcev1.AllocatedDeviceStatus{{Driver: "nic.example.com", Pool: "p", Device: "nic-0"}},
+		},
+	}
+	client := fake.NewClientset(claim)
+	var updates []*resourcev1.ResourceClaim
+	client.PrependReactor("update", "resourceclaims", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		u := a.(k8stesting.UpdateAction)
+		if u.GetSubresource() != "status" {
+			t.Errorf("update of %q, want status", u.GetSubresource())
+		}
+		updates = append(updates, u.GetObject().(*resourcev1.ResourceClaim))
+		return false, nil, nil
+	})
+	entries := Entries(claim, "gpu.example.com", nil, now)
+	if err := Update(context.Background(), client.ResourceV1(), claim, "gpu.example.com", entries); err != nil {
+		t.Fatal(err)
+	}
+	if len(updates) != 1 {
+		t.Fatalf("%d updates, want 1", len(updates))
+	}
+	got := updates[0]
+	if got.ResourceVersion != "7" {
+		t.Errorf("resourceVersion %q, want the read one", got.ResourceVersion)
+	}
+	if len(got.Status.Devices) != 2 || got.Status.Devices[0].Driver != "nic.example.com" || got.Status.Devices[1].Device != "gpu-0" {
+		t.Errorf("devices %+v, want the NIC entry kept and gpu-0 added", got.Status.Devices)
+	}
+	if len(claim.Status.Devices) != 1 {
+		t.Errorf("the read claim was changed: %+v", claim.Status.Devices)
+	}
+	if err := Update(context.Background(), client.ResourceV1(), got, "gpu.example.com", entries); err != nil || len(updates) != 1 {
+		t.Errorf("equal entries: err %v, %d updates, want no write", err, len(updates))
 	}
 }

@@ -271,7 +271,8 @@ func (d *Driver) claimsReserved(ctx context.Context, obj *unstructured.Unstructu
 }
 
 // prepare writes status.devices of every claim, as the node's DRA plugins do in
-// NodePrepareResources.
+// NodePrepareResources: an UpdateStatus of the cached claim (devicestatus.Update), so a cache
+// behind the claim is a Conflict; the claim's watch event then starts the pod's next pass.
 func (d *Driver) prepare(ctx context.Context, obj *unstructured.Unstructured) error {
 	pod, err := typedPod(ctx, obj)
 	if err != nil {
@@ -285,9 +286,11 @@ func (d *Driver) prepare(ctx context.Context, obj *unstructured.Unstructured) er
 		}
 		for _, driver := range drivers(c.claim) {
 			entries := devicestatus.Entries(c.claim, driver, network, now)
-			if err := devicestatus.Apply(ctx, d.kube.ResourceV1(), c.claim, driver, entries); isGone(err) {
+			if err := devicestatus.Update(ctx, d.kube.ResourceV1(), c.claim, driver, entries); isGone(err) {
 				// Deleted or replaced since the cache saw it: wait for the new one.
 				return engine.Pending("ClaimGone", err.Error(), time.Second)
+			} else if apierrors.IsConflict(err) {
+				return engine.Pending("ClaimChanged", err.Error(), time.Second)
 			} else if err != nil {
 				return err
 			}
@@ -314,7 +317,11 @@ func (d *Driver) unprepare(ctx context.Context, obj *unstructured.Unstructured) 
 				continue
 			}
 			seen[s.Driver] = true
-			if err := devicestatus.Apply(ctx, d.kube.ResourceV1(), c.claim, s.Driver, nil); err != nil && !isGone(err) {
+			err := devicestatus.Update(ctx, d.kube.ResourceV1(), c.claim, s.Driver, nil)
+			if apierrors.IsConflict(err) {
+				return engine.Pending("ClaimChanged", err.Error(), time.Second)
+			}
+			if err != nil && !isGone(err) {
 				return err
 			}
 		}

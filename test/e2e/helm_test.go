@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
+	"github.com/draforge/draforge/drivers/devicestatus"
 	"github.com/draforge/draforge/drivers/gvr"
 	"github.com/draforge/draforge/test/helmtool"
 )
@@ -158,11 +159,15 @@ func TestHelmInstallAndRBAC(t *testing.T) {
 			"update /pods":  false,
 			// The pod machine: pods on simulated nodes (RBAC cannot select by node); the claim
 			// machine (--allocator kube-scheduler, the default): allocation pods.
-			"create /pods":                                          true,
-			"delete /pods":                                          true,
-			"patch resource.k8s.io/resourceclaims":                  true,
-			"patch /pods/status":                                    true,
-			"update /pods/status":                                   false,
+			"create /pods":                         true,
+			"delete /pods":                         true,
+			"patch resource.k8s.io/resourceclaims": true,
+			"patch /pods/status":                   true,
+			"update /pods/status":                  false,
+			// The pod machine writes claims' status.devices by UpdateStatus (Kubernetes 1.36+
+			// checks the verb on the resourceclaims/driver pseudo-subresource).
+			"arbitrary-node:update resource.k8s.io/resourceclaims/driver": true,
+			"arbitrary-node:patch resource.k8s.io/resourceclaims/driver":  false,
 			"get /secrets":                                          false,
 			"list /secrets":                                         false,
 			"update resource.k8s.io/resourceclaims":                 false,
@@ -205,6 +210,17 @@ func TestHelmInstallAndRBAC(t *testing.T) {
 
 		// Real requests with the token.
 		suffix := rand.String(5)
+		// The pod machine's status.devices write (devicestatus.Update) passes kube-apiserver's
+		// resourceclaims/driver check; a server-side apply (verb patch) would not.
+		claim := allocatedClaim(t, e, "rbac-"+suffix, "rbac-node-"+suffix, false, [3]string{"sim.draforge.oaslananka", "rbac-node-" + suffix, "gpu-0"})
+		entries := devicestatus.Entries(claim, "sim.draforge.oaslananka", nil, metav1.Now())
+		wantDriverForbidden(t, "status.devices by server-side apply with the controller's token",
+			devicestatus.Apply(ctx, sa.ResourceV1(), claim, "sim.draforge.oaslananka", entries), "cannot arbitrary-node:patch")
+		if err := devicestatus.Update(ctx, sa.ResourceV1(), claim, "sim.draforge.oaslananka", entries); err != nil {
+			t.Errorf("controller cannot update status.devices: %v", err)
+		} else if got := e.claim(t, claim.Name).Status.Devices; len(got) != 1 || got[0].Device != "gpu-0" {
+			t.Errorf("status.devices after the controller's update: %+v", got)
+		}
 		if _, err := sa.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{}); err != nil {
 			t.Fatalf("controller cannot list resourceslices: %v", err)
 		}

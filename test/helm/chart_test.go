@@ -438,7 +438,7 @@ func TestRBACLeastPrivilege(t *testing.T) {
 			"resource.k8s.io|resourceclaims":                  {"get", "list", "watch", "patch"},
 			"resource.k8s.io|resourceclaims/status":           {"update", "patch"},
 			"resource.k8s.io|resourceclaims/binding":          {"update"},
-			"resource.k8s.io|resourceclaims/driver":           {"arbitrary-node:patch"},
+			"resource.k8s.io|resourceclaims/driver":           {"arbitrary-node:update"},
 			"resource.k8s.io|deviceclasses":                   rw,
 			"resource.k8s.io|devicetaintrules":                rw,
 			"|nodes":                                          rw,
