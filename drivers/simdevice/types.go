@@ -197,7 +197,7 @@ type PoolStatus struct {
 	ObservedGeneration int64              `json:"observedGeneration,omitempty"`
 	Conditions         []metav1.Condition `json:"conditions,omitempty"`
 	// NodeCount is the number of nodes the pool publishes on, for the "Nodes" printer column;
-	// Nodes lists them, at most 5,000 (the first by name: drivers/pools.MaxStatusNodes).
+	// Nodes lists them, at most 100 (the first by name: drivers/pools.MaxStatusNodes).
 	NodeCount int          `json:"nodeCount,omitempty"`
 	Nodes     []NodeStatus `json:"nodes,omitempty"`
 }

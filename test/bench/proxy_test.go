@@ -170,9 +170,33 @@ I1203 10:24:04.1 1 other.go:1] unrelated`
 	}
 }
 
-func TestRawRunsText(t *testing.T) {
-	r := &PublishResult{RawRuns: []time.Duration{1500 * time.Millisecond, 2500 * time.Millisecond}}
-	if got := r.rawRunsText(); got != "mean of 1.50 s before and 2.50 s after the controller" {
-		t.Fatalf("rawRunsText = %q", got)
+func TestMedianOfRuns(t *testing.T) {
+	ms := func(v ...int) []time.Duration {
+		var out []time.Duration
+		for _, x := range v {
+			out = append(out, time.Duration(x)*time.Millisecond)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		runs []time.Duration
+		want time.Duration
+	}{
+		{ms(1500), 1500 * time.Millisecond},
+		{ms(2500, 1500), 2000 * time.Millisecond},
+		{ms(3000, 1000, 1200), 1200 * time.Millisecond},
+		{ms(4000, 1000, 1200, 1300), 1250 * time.Millisecond},
+	} {
+		if got := median(tc.runs); got != tc.want {
+			t.Errorf("median(%v) = %v, want %v", tc.runs, got, tc.want)
+		}
+	}
+	runs := []controllerRun{{total: 3 * time.Second, cpu: 3}, {total: time.Second, cpu: 1}, {total: 2 * time.Second, cpu: 2}, {total: 4 * time.Second, cpu: 4}}
+	if got := medianRun(runs, func(c controllerRun) time.Duration { return c.total }); got.cpu != 2 {
+		t.Errorf("medianRun picked the run of %v, want the lower middle one (2s)", got.total)
+	}
+	r := &PublishResult{RawRuns: ms(1500, 2500, 2000), ControllerRuns: ms(1800, 1700)}
+	if got := r.runsText(); got != "median of raw runs 1.50 s, 2.50 s, 2.00 s; controller runs 1.80 s, 1.70 s" {
+		t.Errorf("runsText = %q", got)
 	}
 }

@@ -1,9 +1,12 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -25,12 +28,14 @@ import (
 // the same slices.
 type PublishResult struct {
 	Nodes, Devices, Slices int
-	// Raw is the mean of the raw loop's runs (RawRuns: one before the controller, one after).
-	Raw, Controller time.Duration
-	RawRuns         []time.Duration
-	// When the benchmark's watch saw the first and the last slice, from each side's start.
+	// Raw and Controller are the medians of each side's runs (RawRuns, ControllerRuns): the raw
+	// loop runs before the first controller run and after every one.
+	Raw, Controller         time.Duration
+	RawRuns, ControllerRuns []time.Duration
+	// When the benchmark's watch saw the first and the last slice, from each side's start (in
+	// the median run: of two, the faster).
 	RawFirst, RawLast, ControllerFirst, ControllerLast time.Duration
-	// Requests the controller made from creating the pool until it was Ready.
+	// Requests the controller made from creating the pool until it was Ready (the median run's).
 	Requests Requests
 	// ControllerCPU is the controller's user+system CPU time over the same span.
 	ControllerCPU time.Duration
@@ -40,17 +45,18 @@ type PublishResult struct {
 // The raw loop runs first, with no controller running (its orphan sweeper would delete the
 // raw slices); the raw slices are then deleted and a fresh controller publishes the pool; once
 // it is stopped the raw loop runs again (its slices deleted after), and the baseline is the
-// mean of both raw runs. Both sides use QPS/Burst; the raw loop creates one slice at a time.
+// mean of both raw runs (their median). Both sides use QPS/Burst; the raw loop creates one
+// slice at a time.
 func (e *Env) Publish(ctx context.Context, nodes, devices int, selector map[string]string) (*PublishResult, error) {
 	return e.publish(ctx, publishRun{nodes: nodes, devices: devices, selector: selector, ns: "bench-pub",
-		qps: QPS, burst: Burst, rawWorkers: 1})
+		qps: QPS, burst: Burst, rawWorkers: 1, rounds: 1})
 }
 
 // publishRun is one slice publication measurement.
 type publishRun struct {
 	nodes, devices int
 	selector       map[string]string
-	// ns holds the controller's pool (a fresh one per run).
+	// ns holds the controller's pool (a fresh one per run; "<ns>-<round>" with several rounds).
 	ns string
 	// qps and burst are the client limits of both sides.
 	qps, burst int
@@ -58,10 +64,16 @@ type publishRun struct {
 	rawWorkers int
 	// cleanup deletes the pool (and so its slices) with the controller still running.
 	cleanup bool
+	// rounds is how many times the controller publishes: the raw loop, then rounds times the
+	// controller and the raw loop again. More than one needs cleanup.
+	rounds int
 }
 
 func (e *Env) publish(ctx context.Context, run publishRun) (*PublishResult, error) {
 	nodes, devices, selector := run.nodes, run.devices, run.selector
+	if run.rounds < 1 || run.rounds > 1 && !run.cleanup {
+		return nil, fmt.Errorf("publication: %d rounds (more than one needs cleanup)", run.rounds)
+	}
 	res := &PublishResult{Nodes: nodes, Devices: devices}
 	nodeList, err := e.Setup.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: labelsString(selector)})
 	if err != nil {
@@ -96,81 +108,132 @@ func (e *Env) publish(ctx context.Context, run publishRun) (*PublishResult, erro
 		s.Spec.Pool.Generation = 1 // as the controller writes the pool's first generation
 	}
 	api := measured.ResourceV1().ResourceSlices()
-	before, err := e.rawPublish(ctx, api, desired, rawPool.UID, run.rawWorkers)
+	raw, err := e.rawPublish(ctx, api, desired, rawPool.UID, run.rawWorkers)
 	if err != nil {
 		return nil, err
 	}
+	raws := []rawRun{raw}
+	var ctls []controllerRun
+	for i := range run.rounds {
+		ns := run.ns
+		if run.rounds > 1 {
+			ns = fmt.Sprintf("%s-%d", run.ns, i)
+		}
+		c, err := e.controllerPublish(ctx, run, ns, len(desired))
+		if err != nil {
+			return nil, err
+		}
+		ctls = append(ctls, c)
+		// The raw loop again, after the controller (stopped: its orphan sweeper would delete
+		// the raw slices): the machine's speed drifts between runs by more than the target's
+		// margin, so raw runs bracket every controller run.
+		if raw, err = e.rawPublish(ctx, api, desired, rawPool.UID, run.rawWorkers); err != nil {
+			return nil, err
+		}
+		raws = append(raws, raw)
+	}
+	for _, r := range raws {
+		res.RawRuns = append(res.RawRuns, r.total)
+	}
+	for _, c := range ctls {
+		res.ControllerRuns = append(res.ControllerRuns, c.total)
+	}
+	res.Raw, res.Controller = median(res.RawRuns), median(res.ControllerRuns)
+	r := medianRun(raws, func(r rawRun) time.Duration { return r.total })
+	res.RawFirst, res.RawLast = r.first, r.last
+	c := medianRun(ctls, func(c controllerRun) time.Duration { return c.total })
+	res.ControllerFirst, res.ControllerLast, res.Requests, res.ControllerCPU = c.first, c.last, c.requests, c.cpu
+	return res, nil
+}
 
-	// Controller: ready and synced before the pool exists; timed from the create of the pool
-	// until every slice is observed and the pool shows Ready.
-	ns := run.ns
+// controllerRun is one publication by the controller.
+type controllerRun struct {
+	total, first, last time.Duration
+	requests           Requests
+	cpu                time.Duration
+}
+
+// controllerPublish starts a controller (ready and synced before the pool exists), times it
+// from the create of the pool in ns until every slice is observed and the pool shows Ready,
+// deletes the pool when run.cleanup says so, and stops the controller.
+func (e *Env) controllerPublish(ctx context.Context, run publishRun, ns string, slices int) (controllerRun, error) {
 	if err := e.Namespace(ctx, ns); err != nil {
-		return nil, err
+		return controllerRun{}, err
 	}
 	ctl, err := e.StartController(ctx, "--kube-api-qps="+strconv.Itoa(run.qps), "--kube-api-burst="+strconv.Itoa(run.burst))
 	if err != nil {
-		return nil, err
+		return controllerRun{}, err
 	}
 	defer ctl.Stop()
 	if err := ctl.Quiesce(ctx, time.Second, time.Minute); err != nil {
-		return nil, err
+		return controllerRun{}, err
 	}
 	metricsBefore, err := ctl.Metrics()
 	if err != nil {
-		return nil, err
+		return controllerRun{}, err
 	}
 	cpuBefore, err := ProcessCPU(ctl.Pid)
 	if err != nil {
-		return nil, err
+		return controllerRun{}, err
 	}
 	watch := newSliceCounter(ctx, e, simdevice.LabelSDPNamespace+"="+ns)
 	pools := e.SetupDyn.Resource(gvr.SimulatedDevicePools).Namespace(ns)
 	poolWatch := e.watchPools(ctx, ns)
 	start := time.Now()
-	if _, err := pools.Create(ctx, PoolObject(ns, "pub", "bench-pub", devices, selector, nil), metav1.CreateOptions{}); err != nil {
-		return nil, err
+	if _, err := pools.Create(ctx, PoolObject(ns, "pub", "bench-pub", run.devices, run.selector, nil), metav1.CreateOptions{}); err != nil {
+		return controllerRun{}, err
 	}
 	if err := poll(ctx, 5*time.Minute, func() (bool, error) {
-		return watch.count() >= len(desired) && poolsReady(poolWatch.List()) == 1, nil
+		return watch.count() >= slices && poolsReady(poolWatch.List()) == 1, nil
 	}); err != nil {
-		return nil, fmt.Errorf("pool not published (%d/%d slices): %w\n%s", watch.count(), len(desired), err, tail(ctl.Log, 20))
+		return controllerRun{}, fmt.Errorf("pool not published (%d/%d slices): %w\n%s", watch.count(), slices, err, tail(ctl.Log, 20))
 	}
-	res.Controller = time.Since(start)
+	c := controllerRun{total: time.Since(start)}
 	if cpuAfter, err := ProcessCPU(ctl.Pid); err == nil {
-		res.ControllerCPU = cpuAfter - cpuBefore
+		c.cpu = cpuAfter - cpuBefore
 	}
 	after, err := ctl.Metrics()
 	if err != nil {
-		return nil, err
+		return controllerRun{}, err
 	}
-	res.Requests = after.Requests().Sub(metricsBefore.Requests())
-	res.ControllerFirst, res.ControllerLast = watch.span(start)
-	fmt.Fprintf(e.Log, "bench: controller published %d slices in %s (%s; %s), controller CPU %s\n", len(desired), res.Controller.Round(time.Millisecond), spanString(res.ControllerFirst, res.ControllerLast), res.Requests, res.ControllerCPU)
+	c.requests = after.Requests().Sub(metricsBefore.Requests())
+	c.first, c.last = watch.span(start)
+	fmt.Fprintf(e.Log, "bench: controller published %d slices in %s (%s; %s), controller CPU %s\n", slices, c.total.Round(time.Millisecond), spanString(c.first, c.last), c.requests, c.cpu)
 	if run.cleanup {
 		if err := e.deletePools(ctx, ns); err != nil {
-			return nil, err
+			return controllerRun{}, err
 		}
 	}
-	// The raw loop again, after the controller (stopped: its orphan sweeper would delete the
-	// raw slices): the machine's speed drifts between runs by more than the target's margin,
-	// so the baseline is the mean of a run before and a run after.
-	ctl.Stop()
-	after2, err := e.rawPublish(ctx, api, desired, rawPool.UID, run.rawWorkers)
-	if err != nil {
-		return nil, err
-	}
-	res.RawRuns = []time.Duration{before.total, after2.total}
-	res.Raw = (before.total + after2.total) / 2
-	res.RawFirst, res.RawLast = (before.first+after2.first)/2, (before.last+after2.last)/2
-	return res, nil
+	return c, nil
 }
 
-// rawRunsText names the raw loop's runs the baseline is the mean of.
-func (r *PublishResult) rawRunsText() string {
-	if len(r.RawRuns) != 2 {
-		return fmt.Sprintf("%d raw runs", len(r.RawRuns))
+// median is the middle duration (of an even number, the mean of the two middle ones).
+func median(ds []time.Duration) time.Duration {
+	s := slices.Sorted(slices.Values(ds))
+	if len(s)%2 == 0 {
+		return (s[len(s)/2-1] + s[len(s)/2]) / 2
 	}
-	return fmt.Sprintf("mean of %s before and %s after the controller", sec(r.RawRuns[0]), sec(r.RawRuns[1]))
+	return s[len(s)/2]
+}
+
+// medianRun returns the run of median duration (of an even number, the lower middle one), for
+// the details reported with the median.
+func medianRun[T any](runs []T, d func(T) time.Duration) T {
+	sorted := slices.SortedFunc(slices.Values(runs), func(a, b T) int { return cmp.Compare(d(a), d(b)) })
+	return sorted[(len(sorted)-1)/2]
+}
+
+// runsText names the runs each side's median is taken from.
+func (r *PublishResult) runsText() string {
+	return fmt.Sprintf("median of raw runs %s; controller runs %s", secs(r.RawRuns), secs(r.ControllerRuns))
+}
+
+func secs(ds []time.Duration) string {
+	parts := make([]string, 0, len(ds))
+	for _, d := range ds {
+		parts = append(parts, sec(d))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // rawRun is one run of the raw loop: its duration and when the watch saw the first and the

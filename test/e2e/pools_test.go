@@ -298,10 +298,9 @@ func TestPoolFollowsNodeLabelsNotHeartbeats(t *testing.T) {
 	}
 }
 
-// TestPoolOnMoreNodesThanStatusLists: a pool on more nodes than status.nodes may list (the
-// CRD's maxItems) publishes on all of them and turns Ready; its status lists the first
-// pools.MaxStatusNodes nodes by name and counts them all (a longer list would have the whole
-// status write refused, and the pool would never show Ready).
+// TestPoolOnMoreNodesThanStatusLists: a pool on more nodes than status.nodes lists
+// (pools.MaxStatusNodes) publishes on all of them and turns Ready; its status lists the first
+// pools.MaxStatusNodes nodes by name and counts them all.
 func TestPoolOnMoreNodesThanStatusLists(t *testing.T) {
 	e := newEnv(t)
 	e.Setup(t)
@@ -361,7 +360,7 @@ func TestPoolOnMoreNodesThanStatusLists(t *testing.T) {
 	if got := len(e.PoolSlices(t, e.Namespace, "wide")); got != n {
 		t.Fatalf("%d slices, want one per node (%d)", got, n)
 	}
-	// Deleted with the controller still running, so its finalizer removes the 5,001 slices.
+	// Deleted with the controller still running, so its finalizer removes the slices.
 	if err := api.Delete(ctx, "wide", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}

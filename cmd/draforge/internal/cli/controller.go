@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/pprof"
+	"os"
+	"runtime/debug"
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
@@ -36,6 +38,8 @@ type controllerOptions struct {
 	allocator     claims.Mode
 	// profiling serves net/http/pprof on the runtime address (as kube components' --profiling).
 	profiling bool
+	// gcPercent is --gc-percent, the GC target unless GOGC is set.
+	gcPercent int
 	lifecycle
 	leader leader.Config
 }
@@ -61,6 +65,8 @@ func newController(kf *kubeFlags) *cobra.Command {
 	f.StringVar(&o.allocatorName, "allocator", string(claims.KubeScheduler), "who allocates standalone claims (claims no pod uses): "+
 		"kube-scheduler (through a short-lived allocation pod per claim, so kube-scheduler is the only allocator and no device is allocated twice) "+
 		"or simulator (the simulator's own allocator, for control planes without kube-scheduler; with kube-scheduler running both may pick the same device)")
+	f.IntVar(&o.gcPercent, "gc-percent", 200, "Go GC target percentage (GOGC) unless the GOGC environment variable is set: "+
+		"the caches are most of the heap and every watch event allocates, so 200 trades half again the heap for about half the garbage collector's CPU")
 	f.BoolVar(&o.profiling, "profiling", false, "serve Go profiles at /debug/pprof/ on the runtime address (unauthenticated: keep the address private)")
 	o.lifecycle.addFlags(f, "graceful shutdown limit after SIGINT/SIGTERM")
 	o.leader.AddFlags(f)
@@ -69,6 +75,9 @@ func newController(kf *kubeFlags) *cobra.Command {
 
 func (o *controllerOptions) validate() error {
 	errs := o.lifecycle.validate()
+	if o.gcPercent < 1 {
+		errs = append(errs, fmt.Errorf("--gc-percent %d: must be at least 1 (set GOGC=off to turn the collector off)", o.gcPercent))
+	}
 	var err error
 	if o.gates, err = featuregates.Parse(o.featureGates); err != nil {
 		errs = append(errs, err)
@@ -82,6 +91,9 @@ func (o *controllerOptions) validate() error {
 func runController(ctx context.Context, kf *kubeFlags, o *controllerOptions) error {
 	if err := o.validate(); err != nil {
 		return err
+	}
+	if _, set := os.LookupEnv("GOGC"); !set {
+		debug.SetGCPercent(o.gcPercent)
 	}
 	m0 := metrics.New()
 	features := o.gates.Allocator()

@@ -37,6 +37,7 @@ func main() {
 	flag.IntVar(&cfg.Scale.Devices, "scale-devices", cfg.Scale.Devices, "devices per node in scale-publish")
 	flag.IntVar(&cfg.Scale.QPS, "scale-qps", cfg.Scale.QPS, "client QPS of both sides in scale-publish")
 	flag.IntVar(&cfg.Scale.Burst, "scale-burst", cfg.Scale.Burst, "client burst of both sides in scale-publish")
+	flag.IntVar(&cfg.Scale.PubRounds, "scale-pub-rounds", cfg.Scale.PubRounds, "controller runs per size in scale-publish (raw runs bracket each; the rows compare medians)")
 	flag.IntVar(&cfg.Scale.NodesPerPool, "scale-nodes-per-pool", cfg.Scale.NodesPerPool, "nodes per pool in the cold start")
 	flag.IntVar(&cfg.Scale.Claims, "scale-claims", cfg.Scale.Claims, "claims allocated before the process memory is read")
 	flag.IntVar(&cfg.Scale.SimNodes, "scale-sim-nodes", cfg.Scale.SimNodes, "simulated nodes in scale-nodes")
