@@ -19,6 +19,7 @@ func TestControllerFeatureGates(t *testing.T) {
 		// newController's options are closed over; read the flag back into fresh options.
 		o.featureGates, _ = cmd.Flags().GetString("feature-gates")
 		o.allocatorName, _ = cmd.Flags().GetString("allocator")
+		o.gcPercent, _ = cmd.Flags().GetInt("gc-percent")
 		o.lifecycle = lifecycle{readyTimeout: 1, shutdownWithin: 1}
 		return o, o.validate()
 	}
@@ -44,6 +45,7 @@ func TestControllerAllocatorFlag(t *testing.T) {
 		}
 		o := &controllerOptions{lifecycle: lifecycle{readyTimeout: 1, shutdownWithin: 1}}
 		o.allocatorName, _ = cmd.Flags().GetString("allocator")
+		o.gcPercent, _ = cmd.Flags().GetInt("gc-percent")
 		return o, o.validate()
 	}
 	if o, err := parse(); err != nil || o.allocator != claims.KubeScheduler {
@@ -54,5 +56,30 @@ func TestControllerAllocatorFlag(t *testing.T) {
 	}
 	if _, err := parse("--allocator=both"); err == nil || !strings.Contains(err.Error(), `--allocator "both"`) {
 		t.Errorf("--allocator=both must be refused naming the flag, got %v", err)
+	}
+}
+
+// TestControllerGCPercentFlag: --gc-percent defaults to 200 and refuses what would turn the
+// collector off or make it run constantly, naming the flag.
+func TestControllerGCPercentFlag(t *testing.T) {
+	parse := func(args ...string) (*controllerOptions, error) {
+		cmd := newController(&kubeFlags{})
+		if err := cmd.Flags().Parse(args); err != nil {
+			t.Fatal(err)
+		}
+		o := &controllerOptions{lifecycle: lifecycle{readyTimeout: 1, shutdownWithin: 1}, allocatorName: string(claims.KubeScheduler)}
+		o.gcPercent, _ = cmd.Flags().GetInt("gc-percent")
+		return o, o.validate()
+	}
+	if o, err := parse(); err != nil || o.gcPercent != 200 {
+		t.Errorf("default: %d, %v; want 200", o.gcPercent, err)
+	}
+	if o, err := parse("--gc-percent=100"); err != nil || o.gcPercent != 100 {
+		t.Errorf("--gc-percent=100: %d, %v", o.gcPercent, err)
+	}
+	for _, bad := range []string{"0", "-1"} {
+		if _, err := parse("--gc-percent=" + bad); err == nil || !strings.Contains(err.Error(), "--gc-percent "+bad) {
+			t.Errorf("--gc-percent=%s must be refused naming the flag, got %v", bad, err)
+		}
 	}
 }
