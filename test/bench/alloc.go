@@ -333,7 +333,8 @@ const countedScheduler cluster.Component = "kube-scheduler-counted"
 func (e *Env) spawnThrough(name, like cluster.Component, kubeconfig string, extra ...string) (*cluster.Proc, error) {
 	for _, p := range e.Cluster.Procs {
 		if p.Name == like {
-			argv := append(append(append([]string{p.Bin}, p.Args...), "--kubeconfig="+kubeconfig), extra...)
+			// A copy serves nothing: the original may hold a port (profiling, see StartCluster).
+			argv := append(append(append([]string{p.Bin}, p.Args...), "--kubeconfig="+kubeconfig, "--secure-port=0"), extra...)
 			return e.Cluster.Spawn(string(name), argv)
 		}
 	}

@@ -9,6 +9,7 @@ package bench
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -135,6 +136,7 @@ func StartCluster(ctx context.Context, dir, bin string, log io.Writer, args map[
 	e := &Env{Root: root, Log: log, Bin: bin}
 	fmt.Fprintln(log, "bench: starting the local control plane")
 	profileDir := os.Getenv(ProfileDirEnv)
+	var schedulerAddr string
 	if profileDir != "" {
 		args = maps.Clone(args)
 		if args == nil {
@@ -142,6 +144,15 @@ func StartCluster(ctx context.Context, dir, bin string, log io.Writer, args map[
 		}
 		// Later flags win: this overrides the cluster's --profiling=false.
 		args[cluster.APIServer] = append(slices.Clone(args[cluster.APIServer]), "--profiling=true")
+		// kube-scheduler serves nothing by default here (--secure-port=0): open its port to
+		// unauthenticated profile reads on loopback.
+		if schedulerAddr, err = freeAddr(); err != nil {
+			return nil, err
+		}
+		host, port, _ := net.SplitHostPort(schedulerAddr)
+		args[cluster.Scheduler] = append(slices.Clone(args[cluster.Scheduler]), "--secure-port="+port, "--bind-address="+host,
+			"--cert-dir="+filepath.Join(dir, "kube-scheduler-certs"), "--profiling=true",
+			"--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics,/debug/pprof/*")
 	}
 	c, err := cluster.Start(ctx, cluster.Options{Dir: dir, Log: log, Extra: cluster.Workloads, Args: args})
 	if err != nil {
@@ -165,7 +176,9 @@ func StartCluster(ctx context.Context, dir, bin string, log io.Writer, args map[
 	}
 	if profileDir != "" {
 		// Named after the cluster's parent directory: the workloads sides each run one.
-		go e.profileAPIServer(ctx, profileDir, filepath.Base(filepath.Dir(dir))+"-kube-apiserver")
+		name := filepath.Base(filepath.Dir(dir))
+		go e.profileAPIServer(ctx, profileDir, name+"-kube-apiserver")
+		go profileScheduler(ctx, profileDir, name+"-kube-scheduler", schedulerAddr)
 	}
 	return e, nil
 }
@@ -180,6 +193,48 @@ func (e *Env) profileAPIServer(ctx context.Context, dir, name string) {
 			return
 		}
 		_ = os.WriteFile(filepath.Join(dir, fmt.Sprintf("%s-%03d.pprof", name, i)), b, 0o644)
+	}
+}
+
+// profileScheduler saves kube-scheduler's CPU profile from addr (its self-signed serving
+// certificate) in 5 s pieces until ctx ends or it stops answering, each followed by its queue
+// metrics (NAME-N.metrics: pending pods per queue, the gated ones among them, attempts by
+// result): how many pods wait is what its event handlers' cost grows with.
+func profileScheduler(ctx context.Context, dir, name, addr string) {
+	client := http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	get := func(path string) ([]byte, error) {
+		resp, err := client.Get("https://" + addr + path)
+		if err != nil {
+			return nil, err
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err == nil && resp.StatusCode != http.StatusOK {
+			err = fmt.Errorf("%s: %s", path, resp.Status)
+		}
+		return b, err
+	}
+	for i, failed := 0, 0; ctx.Err() == nil && failed < 50; {
+		b, err := get("/debug/pprof/profile?seconds=5")
+		if err != nil && (i > 0 || ctx.Err() != nil) {
+			return // stopped
+		}
+		if err != nil {
+			failed++ // still starting
+			time.Sleep(200 * time.Millisecond)
+			continue
+		}
+		_ = os.WriteFile(filepath.Join(dir, fmt.Sprintf("%s-%03d.pprof", name, i)), b, 0o644)
+		if m, err := get("/metrics"); err == nil {
+			var keep []string
+			for _, l := range strings.Split(string(m), "\n") {
+				if strings.HasPrefix(l, "scheduler_pending_pods") || strings.HasPrefix(l, "scheduler_schedule_attempts_total") {
+					keep = append(keep, l)
+				}
+			}
+			_ = os.WriteFile(filepath.Join(dir, fmt.Sprintf("%s-%03d.metrics", name, i)), []byte(time.Now().Format(time.RFC3339)+"\n"+strings.Join(keep, "\n")+"\n"), 0o644)
+		}
+		i++
 	}
 }
 
@@ -442,9 +497,9 @@ func (e *Env) StartControllerWith(ctx context.Context, kubeconfig string, args .
 	return c, nil
 }
 
-// ProfileDirEnv names a directory: when set, every bench controller and kube-apiserver run with
-// profiling on and their CPU profiles are saved there in 5 s pieces (NAME-N.pprof; merge them
-// with go tool pprof).
+// ProfileDirEnv names a directory: when set, every bench controller, kube-apiserver and
+// kube-scheduler run with profiling on and their CPU profiles are saved there in 5 s pieces
+// (NAME-N.pprof; merge them with go tool pprof).
 const ProfileDirEnv = "DRAFORGE_BENCH_PROFILE_DIR"
 
 // profile saves the controller's CPU profile in 5 s pieces until it stops.
