@@ -186,24 +186,58 @@ func StartCluster(ctx context.Context, dir, bin string, log io.Writer, args map[
 // profileAPIServer saves kube-apiserver's CPU profile in 5 s pieces (<name>-N.pprof) until ctx
 // ends or the API server stops answering.
 func (e *Env) profileAPIServer(ctx context.Context, dir, name string) {
-	for i := 0; ctx.Err() == nil; i++ {
-		b, err := e.Setup.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/profile").
-			Param("seconds", "5").Timeout(30 * time.Second).DoRaw(ctx)
-		if err != nil {
-			return
-		}
-		_ = os.WriteFile(filepath.Join(dir, fmt.Sprintf("%s-%03d.pprof", name, i)), b, 0o644)
-	}
+	saveProfiles(ctx, dir, name, func(path string) ([]byte, error) {
+		return e.Setup.CoreV1().RESTClient().Get().RequestURI(path).Timeout(30 * time.Second).DoRaw(ctx)
+	}, nil)
 }
 
 // profileScheduler saves kube-scheduler's CPU profile from addr (its self-signed serving
-// certificate) in 5 s pieces until ctx ends or it stops answering, each followed by its queue
-// metrics (NAME-N.metrics: pending pods per queue, the gated ones among them, attempts by
-// result): how many pods wait is what its event handlers' cost grows with.
+// certificate) in 5 s pieces, each followed by its queue metrics (NAME-N.metrics: pending pods
+// per queue, the gated ones among them, attempts by result): how many pods wait is what its
+// event handlers' cost grows with.
 func profileScheduler(ctx context.Context, dir, name, addr string) {
-	client := http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
-	get := func(path string) ([]byte, error) {
-		resp, err := client.Get("https://" + addr + path)
+	get := httpGetter(&http.Client{Timeout: 30 * time.Second,
+		Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}, "https://"+addr)
+	saveProfiles(ctx, dir, name, get, func(i int) {
+		m, err := get("/metrics")
+		if err != nil {
+			return
+		}
+		var keep []string
+		for _, l := range strings.Split(string(m), "\n") {
+			if strings.HasPrefix(l, "scheduler_pending_pods") || strings.HasPrefix(l, "scheduler_schedule_attempts_total") {
+				keep = append(keep, l)
+			}
+		}
+		_ = os.WriteFile(filepath.Join(dir, fmt.Sprintf("%s-%03d.metrics", name, i)), []byte(time.Now().Format(time.RFC3339)+"\n"+strings.Join(keep, "\n")+"\n"), 0o644)
+	})
+}
+
+// saveProfiles saves the CPU profiles get serves in 5 s pieces (<name>-N.pprof in dir), calling
+// after (if not nil) with each piece's number, until ctx ends or the process stops answering.
+// A process that does not answer yet is waited for, up to a minute.
+func saveProfiles(ctx context.Context, dir, name string, get func(path string) ([]byte, error), after func(i int)) {
+	for i, wait := 0, time.Now().Add(time.Minute); ctx.Err() == nil; {
+		b, err := get("/debug/pprof/profile?seconds=5")
+		if err != nil {
+			if i > 0 || time.Now().After(wait) {
+				return // stopped, or never started
+			}
+			time.Sleep(100 * time.Millisecond)
+			continue
+		}
+		_ = os.WriteFile(filepath.Join(dir, fmt.Sprintf("%s-%03d.pprof", name, i)), b, 0o644)
+		if after != nil {
+			after(i)
+		}
+		i++
+	}
+}
+
+// httpGetter GETs base+path with client; an answer other than 200 is an error.
+func httpGetter(client *http.Client, base string) func(path string) ([]byte, error) {
+	return func(path string) ([]byte, error) {
+		resp, err := client.Get(base + path)
 		if err != nil {
 			return nil, err
 		}
@@ -213,28 +247,6 @@ func profileScheduler(ctx context.Context, dir, name, addr string) {
 			err = fmt.Errorf("%s: %s", path, resp.Status)
 		}
 		return b, err
-	}
-	for i, failed := 0, 0; ctx.Err() == nil && failed < 50; {
-		b, err := get("/debug/pprof/profile?seconds=5")
-		if err != nil && (i > 0 || ctx.Err() != nil) {
-			return // stopped
-		}
-		if err != nil {
-			failed++ // still starting
-			time.Sleep(200 * time.Millisecond)
-			continue
-		}
-		_ = os.WriteFile(filepath.Join(dir, fmt.Sprintf("%s-%03d.pprof", name, i)), b, 0o644)
-		if m, err := get("/metrics"); err == nil {
-			var keep []string
-			for _, l := range strings.Split(string(m), "\n") {
-				if strings.HasPrefix(l, "scheduler_pending_pods") || strings.HasPrefix(l, "scheduler_schedule_attempts_total") {
-					keep = append(keep, l)
-				}
-			}
-			_ = os.WriteFile(filepath.Join(dir, fmt.Sprintf("%s-%03d.metrics", name, i)), []byte(time.Now().Format(time.RFC3339)+"\n"+strings.Join(keep, "\n")+"\n"), 0o644)
-		}
-		i++
 	}
 }
 
@@ -504,24 +516,7 @@ const ProfileDirEnv = "DRAFORGE_BENCH_PROFILE_DIR"
 
 // profile saves the controller's CPU profile in 5 s pieces until it stops.
 func (c *Controller) profile(ctx context.Context, dir string) {
-	client := http.Client{Timeout: 30 * time.Second}
-	for i := 0; ctx.Err() == nil; i++ {
-		resp, err := client.Get("http://" + c.Addr + "/debug/pprof/profile?seconds=5")
-		if err != nil {
-			if i > 0 {
-				return // stopped
-			}
-			time.Sleep(100 * time.Millisecond)
-			i--
-			continue
-		}
-		b, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if err != nil || resp.StatusCode != http.StatusOK {
-			return
-		}
-		_ = os.WriteFile(filepath.Join(dir, fmt.Sprintf("%s-%03d.pprof", c.Name, i)), b, 0o644)
-	}
+	saveProfiles(ctx, dir, c.Name, httpGetter(&http.Client{Timeout: 30 * time.Second}, "http://"+c.Addr), nil)
 }
 
 // Stop ends the controller (SIGTERM, then SIGKILL after 10s).
