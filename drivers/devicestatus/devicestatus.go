@@ -1,6 +1,7 @@
 // Package devicestatus builds and writes a ResourceClaim's status.devices the way a DRA kubelet
-// plugin does once it prepared the claim's devices on its node: one entry per allocated device
-// of the driver, a Ready condition, and network data for NIC-like devices. Both the node agent
+// plugin that reports device status does once it prepared the claim's devices on its node: one
+// entry per allocated device of the driver, a Ready condition, and network data for NIC-like
+// devices. Which devices' drivers report it is the pool's choice (Reports). Both the node agent
 // (draforge kubelet-plugin) and the simulated kubelet call it, so real and simulated nodes
 // publish the same thing.
 //
@@ -40,16 +41,24 @@ const (
 // Network returns the network data of a device, or nil when it is not NIC-like.
 type Network func(pool, device string) *resourcev1.NetworkDeviceData
 
+// Reports tells whether the driver writes status.devices for a device of pool (see
+// simdevice.PoolSpec.ReportsDeviceStatus): most drivers write none.
+type Reports func(pool, device string) bool
+
+// All reports every device.
+func All(string, string) bool { return true }
+
 // Entries returns the status.devices entries of driver for the claim's allocation, in
-// allocation order. A condition that is already Ready=True in the claim keeps its
-// lastTransitionTime, so preparing twice yields equal entries (and no write, see Apply).
-func Entries(claim *resourcev1.ResourceClaim, driver string, network Network, now metav1.Time) []resourcev1.AllocatedDeviceStatus {
+// allocation order, for the devices reports accepts. A condition that is already Ready=True in
+// the claim keeps its lastTransitionTime, so preparing twice yields equal entries (and no
+// write, see Apply).
+func Entries(claim *resourcev1.ResourceClaim, driver string, reports Reports, network Network, now metav1.Time) []resourcev1.AllocatedDeviceStatus {
 	if claim.Status.Allocation == nil {
 		return nil
 	}
 	var out []resourcev1.AllocatedDeviceStatus
 	for _, r := range claim.Status.Allocation.Devices.Results {
-		if r.Driver != driver {
+		if r.Driver != driver || !reports(r.Pool, r.Device) {
 			continue
 		}
 		e := resourcev1.AllocatedDeviceStatus{Driver: r.Driver, Pool: r.Pool, Device: r.Device}

@@ -38,7 +38,7 @@ func TestEntriesOnlyTheDriversDevicesInOrder(t *testing.T) {
 		}
 		return nil
 	}
-	got := Entries(c, "a.example", net, now)
+	got := Entries(c, "a.example", All, net, now)
 	if len(got) != 2 || got[0].Device != "gpu-1" || got[1].Device != "gpu-0" {
 		t.Fatalf("entries %+v", got)
 	}
@@ -53,7 +53,7 @@ func TestEntriesOnlyTheDriversDevicesInOrder(t *testing.T) {
 		cond[0].ObservedGeneration != 3 || !cond[0].LastTransitionTime.Equal(&now) {
 		t.Errorf("condition %+v", cond)
 	}
-	if Entries(&resourcev1.ResourceClaim{}, "a.example", nil, now) != nil {
+	if Entries(&resourcev1.ResourceClaim{}, "a.example", All, nil, now) != nil {
 		t.Error("an unallocated claim has entries")
 	}
 }
@@ -63,8 +63,8 @@ func TestEntriesKeepTransitionTime(t *testing.T) {
 	first := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	later := metav1.NewTime(first.Add(time.Hour))
 	c := claim(resourcev1.DeviceRequestAllocationResult{Request: "r", Driver: "a.example", Pool: "p", Device: "gpu-0"})
-	c.Status.Devices = Entries(c, "a.example", nil, first)
-	again := Entries(c, "a.example", nil, later)
+	c.Status.Devices = Entries(c, "a.example", All, nil, first)
+	again := Entries(c, "a.example", All, nil, later)
 	if !again[0].Conditions[0].LastTransitionTime.Equal(&first) {
 		t.Errorf("transition time moved to %v", again[0].Conditions[0].LastTransitionTime)
 	}
@@ -193,7 +193,7 @@ func TestUpdate(t *testing.T) {
 		updates = append(updates, u.GetObject().(*resourcev1.ResourceClaim))
 		return false, nil, nil
 	})
-	entries := Entries(claim, "gpu.example.com", nil, now)
+	entries := Entries(claim, "gpu.example.com", All, nil, now)
 	if err := Update(context.Background(), client.ResourceV1(), claim, "gpu.example.com", entries); err != nil {
 		t.Fatal(err)
 	}

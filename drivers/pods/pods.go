@@ -1,7 +1,8 @@
 // Package pods is the pod machine's driver: the facts outside a pod that the simulated kubelet
 // (machines/pod.cue) needs, and its work on other objects. It tells whether a pod's node is
 // simulated and its claims are allocated and reserved for it, prepares and unprepares those
-// claims the way a DRA kubelet plugin does (status.devices through drivers/devicestatus), and
+// claims the way a DRA kubelet plugin does (status.devices through drivers/devicestatus, only
+// for the pools whose driver reports device status), and
 // reports each device's health as the kubelet's DRA manager writes it into
 // containerStatuses[].allocatedResourcesStatus
 // (k8s.io/kubernetes v1.37.2 pkg/kubelet/cm/dra/manager.go UpdateAllocatedResourcesStatus).
@@ -16,6 +17,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -40,11 +42,17 @@ const SimulatedNodeLabel = "draforge.oaslananka/simulated"
 type Driver struct {
 	inf  *engine.Informers
 	kube kubernetes.Interface
+
+	mu sync.RWMutex
+	// reporting holds "<namespace>/<name>" of the SimulatedDevicePools whose simulated driver
+	// writes status.devices (simdevice.PoolSpec.ReportsDeviceStatus).
+	reporting map[string]bool
 }
 
 // Register registers the pod machine's observations and actions.
 func Register(reg *engine.Registry, inf *engine.Informers, kube kubernetes.Interface) (*Driver, error) {
-	d := &Driver{inf: inf, kube: kube}
+	d := &Driver{inf: inf, kube: kube, reporting: map[string]bool{}}
+	engine.Feed(inf, gvr.SimulatedDevicePools, d.upsertPool, d.deletePool)
 	// The caches read below (claims are the claim machine's own informer).
 	inf.For(gvr.Nodes)
 	inf.For(gvr.ResourceSlices)
@@ -68,6 +76,41 @@ func Register(reg *engine.Registry, inf *engine.Informers, kube kubernetes.Inter
 	reg.Mapper("claimPods", claimPods)
 	reg.Mapper("slicePods", d.slicePods)
 	return d, nil
+}
+
+func (d *Driver) upsertPool(u *unstructured.Unstructured) {
+	key := u.GetNamespace() + "/" + u.GetName()
+	p, err := simdevice.FromUnstructured(u)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err == nil && p.Spec.ReportsDeviceStatus() {
+		d.reporting[key] = true
+	} else {
+		delete(d.reporting, key)
+	}
+}
+
+func (d *Driver) deletePool(u *unstructured.Unstructured) {
+	d.mu.Lock()
+	delete(d.reporting, u.GetNamespace()+"/"+u.GetName())
+	d.mu.Unlock()
+}
+
+// reports tells whether the simulated driver of a DRA pool writes status.devices: the pool's
+// slices name the SimulatedDevicePool that publishes them (DRA pool names may be hashed).
+func (d *Driver) reports(driver string) devicestatus.Reports {
+	return func(pool, _ string) bool {
+		objs, _ := d.inf.For(gvr.ResourceSlices).GetIndexer().ByIndex(bySlicePool, driver+"/"+pool)
+		for _, o := range objs {
+			if s, ok := o.(*compactslice.Slice); ok {
+				l := s.GetLabels()
+				d.mu.RLock()
+				defer d.mu.RUnlock()
+				return d.reporting[l[simdevice.LabelSDPNamespace]+"/"+l[simdevice.LabelSDPName]]
+			}
+		}
+		return false
+	}
 }
 
 // claimPods maps a claim to the pods it is reserved for. It runs on every claim event, so it
@@ -270,9 +313,10 @@ func (d *Driver) claimsReserved(ctx context.Context, obj *unstructured.Unstructu
 	return engine.Holds(true), nil
 }
 
-// prepare writes status.devices of every claim, as the node's DRA plugins do in
-// NodePrepareResources: an UpdateStatus of the cached claim (devicestatus.Update), so a cache
-// behind the claim is a Conflict; the claim's watch event then starts the pod's next pass.
+// prepare writes status.devices of every claim, as the node's DRA plugins that report device
+// status do in NodePrepareResources (most do not, see simdevice.PoolSpec.ReportsDeviceStatus):
+// an UpdateStatus of the cached claim (devicestatus.Update), so a cache behind the claim is a
+// Conflict; the claim's watch event then starts the pod's next pass.
 func (d *Driver) prepare(ctx context.Context, obj *unstructured.Unstructured) error {
 	pod, err := typedPod(ctx, obj)
 	if err != nil {
@@ -285,7 +329,7 @@ func (d *Driver) prepare(ctx context.Context, obj *unstructured.Unstructured) er
 			continue
 		}
 		for _, driver := range drivers(c.claim) {
-			entries := devicestatus.Entries(c.claim, driver, network, now)
+			entries := devicestatus.Entries(c.claim, driver, d.reports(driver), network, now)
 			if err := devicestatus.Update(ctx, d.kube.ResourceV1(), c.claim, driver, entries); isGone(err) {
 				// Deleted or replaced since the cache saw it: wait for the new one.
 				return engine.Pending("ClaimGone", err.Error(), time.Second)

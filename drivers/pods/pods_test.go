@@ -199,3 +199,47 @@ func TestMappersAndNetwork(t *testing.T) {
 		}
 	}
 }
+
+// The simulated driver writes status.devices only for devices of pools that report it: found
+// through the slice's SimulatedDevicePool labels, whatever the DRA pool is called.
+func TestReportsDeviceStatus(t *testing.T) {
+	d, _ := fixture(t)
+	node := "node-a"
+	if err := d.inf.For(gvr.ResourceSlices).GetStore().Add(compactslice.From(&resourcev1.ResourceSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: "sdp-slice", Labels: map[string]string{simdevice.LabelSDPNamespace: "ns", simdevice.LabelSDPName: "nics"}},
+		Spec: resourcev1.ResourceSliceSpec{Driver: driver, NodeName: &node, Pool: resourcev1.ResourcePool{Name: "sdp-0123", ResourceSliceCount: 1},
+			Devices: []resourcev1.Device{{Name: "nic-0"}}}})); err != nil {
+		t.Fatal(err)
+	}
+	pool := func(spec map[string]any) *unstructured.Unstructured {
+		spec["deviceType"], spec["deviceCount"], spec["targetNodes"] = "nic", int64(1), []any{"node-a"}
+		return &unstructured.Unstructured{Object: map[string]any{"apiVersion": simdevice.Group + "/" + simdevice.Version,
+			"kind": simdevice.Kind, "metadata": map[string]any{"namespace": "ns", "name": "nics"}, "spec": spec}}
+	}
+	reports := d.reports(driver)
+	for _, c := range []struct {
+		name string
+		pool *unstructured.Unstructured
+		want bool
+	}{
+		{"pool not seen", nil, false},
+		{"sriov-vf profile", pool(map[string]any{"profile": "sriov-vf"}), true},
+		{"deviceStatus false over the profile", pool(map[string]any{"profile": "sriov-vf", "deviceStatus": false}), false},
+		{"no profile", pool(map[string]any{}), false},
+		{"deviceStatus true", pool(map[string]any{"deviceStatus": true}), true},
+	} {
+		if c.pool != nil {
+			d.upsertPool(c.pool)
+		}
+		if got := reports("sdp-0123", "nic-0"); got != c.want {
+			t.Errorf("%s: reports %v, want %v", c.name, got, c.want)
+		}
+	}
+	if reports("p", "gpu-0") {
+		t.Error("a slice without a SimulatedDevicePool reports status")
+	}
+	d.deletePool(pool(map[string]any{}))
+	if reports("sdp-0123", "nic-0") {
+		t.Error("a deleted pool still reports status")
+	}
+}

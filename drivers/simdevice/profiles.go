@@ -52,6 +52,15 @@ type profileDef struct {
 	// build returns the devices of p, with attribute and capacity names as the driver writes
 	// them: unqualified for its own domain, qualified for other domains; and its counter sets.
 	build func(p physical) ([]resourcev1.Device, []resourcev1.CounterSet)
+	// deviceStatus: the driver's kubelet plugin writes status.devices of the claims it prepares
+	// by default. Only the network drivers do, to report the interface they configured
+	// (dra-driver-sriov pkg/driver/dra_hook.go, an UpdateStatus with networkData). The others
+	// write none: k8s-dra-driver-gpu, the Intel, AMD and TPU drivers have no such write;
+	// dra-example-driver only with --gpu-device-status (default off, its
+	// cmd/dra-example-kubeletplugin/state.go); nor does the upstream DRA test driver that
+	// scheduler_perf and the e2e tests run (kubernetes test/e2e/dra/test-driver/app/
+	// kubeletplugin.go), which the pools without a real-driver profile stand for.
+	deviceStatus bool
 }
 
 // profiles maps every known profile to its definition. The real-driver profiles are in
@@ -59,7 +68,7 @@ type profileDef struct {
 var profiles = map[Profile]profileDef{
 	"":                     {builtins: true, build: plainDevice(nil, nil)},
 	ProfileGeneric:         {builtins: true, build: plainDevice(genericAttributes, nil)},
-	ProfileMellanoxNIC:     {builtins: true, build: plainDevice(mellanoxAttributes, mellanoxCapacities)},
+	ProfileMellanoxNIC:     {builtins: true, build: plainDevice(mellanoxAttributes, mellanoxCapacities), deviceStatus: true},
 	ProfileNvidiaGPU:       {build: nvidiaFullGPUs(false)},
 	ProfileNvidiaGPUShares: {build: nvidiaFullGPUs(true)},
 	ProfileNvidiaMIGA100:   {slicePerDevice: true, build: nvidiaDynamicMIG(a100SXM440GB)},
@@ -70,7 +79,7 @@ var profiles = map[Profile]profileDef{
 	ProfileAMDGPU:          {build: amdGPU},
 	ProfileAMDGPUCPX:       {build: amdGPUCPX},
 	ProfileGoogleTPU:       {build: googleTPU},
-	ProfileSRIOVVF:         {build: sriovVF},
+	ProfileSRIOVVF:         {build: sriovVF, deviceStatus: true},
 }
 
 // Profiles lists the known profiles (without the empty one), sorted.

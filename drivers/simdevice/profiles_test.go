@@ -174,3 +174,20 @@ func BenchmarkDesiredSlicesMIG(b *testing.B) {
 		}
 	}
 }
+
+// Only the network drivers write status.devices by default; spec.deviceStatus overrides.
+func TestReportsDeviceStatus(t *testing.T) {
+	for _, p := range Profiles() {
+		want := p == ProfileMellanoxNIC || p == ProfileSRIOVVF
+		if got := (&PoolSpec{Profile: p}).ReportsDeviceStatus(); got != want {
+			t.Errorf("profile %s: reports %v, want %v", p, got, want)
+		}
+	}
+	if (&PoolSpec{}).ReportsDeviceStatus() {
+		t.Error("a pool without a profile reports device status")
+	}
+	off, on := false, true
+	if (&PoolSpec{Profile: ProfileSRIOVVF, DeviceStatus: &off}).ReportsDeviceStatus() || !(&PoolSpec{DeviceStatus: &on}).ReportsDeviceStatus() {
+		t.Error("spec.deviceStatus does not override the profile")
+	}
+}

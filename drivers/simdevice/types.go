@@ -127,6 +127,19 @@ type PoolSpec struct {
 	DeviceGroups []DeviceGroup `json:"deviceGroups,omitempty"`
 	// Topology places the devices of DeviceGroups on PCIe roots and NUMA nodes.
 	Topology *Topology `json:"topology,omitempty"`
+	// DeviceStatus says whether the simulated driver's kubelet plugin writes the status.devices
+	// of the claims it prepares. Unset, the profile decides (ReportsDeviceStatus).
+	DeviceStatus *bool `json:"deviceStatus,omitempty"`
+}
+
+// ReportsDeviceStatus reports whether the pool's simulated kubelet plugin writes a prepared
+// claim's status.devices: spec.deviceStatus when set, else what the driver the profile mirrors
+// does by default (see profileDef.deviceStatus).
+func (s *PoolSpec) ReportsDeviceStatus() bool {
+	if s.DeviceStatus != nil {
+		return *s.DeviceStatus
+	}
+	return profiles[s.Profile].deviceStatus
 }
 
 // DeviceGroup is one kind of device of a pool with deviceGroups. Its devices are named

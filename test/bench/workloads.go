@@ -95,15 +95,12 @@ func (s *WorkloadSide) controlPlaneText() string {
 func (s *WorkloadSide) PerPod() float64 { return s.perPod(s.Requests.Total()) }
 
 // PodWorkPerPod is requests per pod on the work both agents do for a pod (its status writes,
-// reads and watches). It leaves out the Lease renewals, which follow the clock and not the pods
-// (LeasesPerNodeMinute), and the claim status writes only a DRA kubelet plugin makes
-// (ClaimStatusPerPod).
+// reads and watches): every request but the Lease renewals, which follow the clock and not the
+// pods (LeasesPerNodeMinute). Claim status writes would count: the driver the bench's pool
+// mirrors makes none.
 func (s *WorkloadSide) PodWorkPerPod() float64 {
-	return s.perPod(s.Requests.Total() - s.Requests.Resource("leases") - s.Requests.Resource(claimStatus))
+	return s.perPod(s.Requests.Total() - s.Requests.Resource("leases"))
 }
-
-// ClaimStatusPerPod is the claim status writes per pod.
-func (s *WorkloadSide) ClaimStatusPerPod() float64 { return s.perPod(s.Requests.Resource(claimStatus)) }
 
 // LeasesPerNodeMinute is the Lease requests per node per minute of the window.
 func (s *WorkloadSide) LeasesPerNodeMinute(nodes int) float64 {
@@ -111,9 +108,6 @@ func (s *WorkloadSide) LeasesPerNodeMinute(nodes int) float64 {
 }
 
 func (s *WorkloadSide) perPod(n int) float64 { return float64(n) / float64(s.Pods) }
-
-// claimStatus is the resource a DRA kubelet plugin writes a claim's status.devices to.
-const claimStatus = "resourceclaims/status"
 
 // WorkloadsResult compares DRAForge's simulated nodes with KWOK's on the same workload.
 type WorkloadsResult struct {

@@ -110,7 +110,7 @@ func TestHelmKubeletPluginRBAC(t *testing.T) {
 		t.Cleanup(func() { _ = e.Kube.CoreV1().Nodes().Delete(context.Background(), n, metav1.DeleteOptions{}) })
 	}
 	node, otherNode := nodes[0], nodes[1]
-	e.Apply(t, e.Namespace, newPool(e.Namespace, "gpus", map[string]any{"deviceCount": int64(1), "deviceType": "gpu", "targetNodes": []any{node, otherNode}}))
+	e.Apply(t, e.Namespace, newPool(e.Namespace, "gpus", map[string]any{"deviceCount": int64(1), "deviceType": "gpu", "deviceStatus": true, "targetNodes": []any{node, otherNode}}))
 	token := podToken(t, e, name, node)
 
 	t.Run("access", func(t *testing.T) {
@@ -157,11 +157,11 @@ func TestHelmKubeletPluginRBAC(t *testing.T) {
 	claims := kubernetes.NewForConfigOrDie(tokenConfig(e, token)).ResourceV1()
 	elsewhere := allocatedClaim(t, e, "elsewhere", otherNode, false,
 		[3]string{simdevice.DefaultDriverName, simdevice.PoolNameFor(e.Namespace, "gpus", otherNode), "gpu-0"})
-	entries := devicestatus.Entries(elsewhere, simdevice.DefaultDriverName, nil, metav1.Now())
+	entries := devicestatus.Entries(elsewhere, simdevice.DefaultDriverName, devicestatus.All, nil, metav1.Now())
 	wantDriverForbidden(t, "status.devices of a claim on another node",
 		devicestatus.Apply(ctx, claims, elsewhere, simdevice.DefaultDriverName, entries), "cannot arbitrary-node:patch")
 	foreign := allocatedClaim(t, e, "foreign", node, false, [3]string{"other.example.com", pool, "gpu-0"})
-	entries = devicestatus.Entries(foreign, "other.example.com", nil, metav1.Now())
+	entries = devicestatus.Entries(foreign, "other.example.com", devicestatus.All, nil, metav1.Now())
 	wantDriverForbidden(t, "status.devices for a driver not in kubeletPlugin.driverNames",
 		devicestatus.Apply(ctx, claims, foreign, "other.example.com", entries), `"other.example.com" is forbidden`)
 	if got := e.claim(t, "elsewhere").Status.Devices; len(got) != 0 {

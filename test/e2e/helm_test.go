@@ -213,7 +213,7 @@ func TestHelmInstallAndRBAC(t *testing.T) {
 		// The pod machine's status.devices write (devicestatus.Update) passes kube-apiserver's
 		// resourceclaims/driver check; a server-side apply (verb patch) would not.
 		claim := allocatedClaim(t, e, "rbac-"+suffix, "rbac-node-"+suffix, false, [3]string{"sim.draforge.oaslananka", "rbac-node-" + suffix, "gpu-0"})
-		entries := devicestatus.Entries(claim, "sim.draforge.oaslananka", nil, metav1.Now())
+		entries := devicestatus.Entries(claim, "sim.draforge.oaslananka", devicestatus.All, nil, metav1.Now())
 		wantDriverForbidden(t, "status.devices by server-side apply with the controller's token",
 			devicestatus.Apply(ctx, sa.ResourceV1(), claim, "sim.draforge.oaslananka", entries), "cannot arbitrary-node:patch")
 		if err := devicestatus.Update(ctx, sa.ResourceV1(), claim, "sim.draforge.oaslananka", entries); err != nil {

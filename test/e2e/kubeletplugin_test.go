@@ -263,9 +263,10 @@ func TestKubeletPlugin(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = e.Kube.CoreV1().Nodes().Delete(context.Background(), n.Name, metav1.DeleteOptions{}) })
 	// A GPU pool chosen by nodeSelector and a NIC pool with its own driver chosen by name: the
-	// plugin registers both drivers.
+	// plugin registers both drivers. Both write status.devices: the GPU pool by deviceStatus
+	// (k8s-dra-driver-gpu itself writes none), the NIC pool by its profile.
 	e.Apply(t, e.Namespace, newPool(e.Namespace, "gpus", map[string]any{"deviceCount": int64(2), "deviceType": "gpu",
-		"profile": "nvidia-gpu", "nodeSelector": map[string]any{"kp-test": e.Namespace}}))
+		"profile": "nvidia-gpu", "deviceStatus": true, "nodeSelector": map[string]any{"kp-test": e.Namespace}}))
 	e.Apply(t, e.Namespace, newPool(e.Namespace, "nics", map[string]any{"deviceCount": int64(1), "deviceType": "nic",
 		"profile": "mellanox-nic", "driverName": netDriver, "targetNodes": []any{node}}))
 	gpuPool := simdevice.PoolNameFor(e.Namespace, "gpus", node)
@@ -375,7 +376,7 @@ func TestKubeletPlugin(t *testing.T) {
 	}
 	healthOf(drahealthv1.HealthStatus_HEALTHY)
 	e.Apply(t, e.Namespace, newPool(e.Namespace, "gpus", map[string]any{"deviceCount": int64(2), "deviceType": "gpu",
-		"profile": "nvidia-gpu", "nodeSelector": map[string]any{"kp-test": e.Namespace},
+		"profile": "nvidia-gpu", "deviceStatus": true, "nodeSelector": map[string]any{"kp-test": e.Namespace},
 		"faults": []any{map[string]any{"device": "gpu-1", "mode": "unhealthy"}}}))
 	healthOf(drahealthv1.HealthStatus_UNHEALTHY)
 
@@ -386,7 +387,7 @@ func TestKubeletPlugin(t *testing.T) {
 		t.Fatalf("prepare d: %v", rd)
 	}
 	e.Apply(t, e.Namespace, newPool(e.Namespace, "gpus", map[string]any{"deviceCount": int64(2), "deviceType": "gpu",
-		"profile": "nvidia-gpu", "nodeSelector": map[string]any{"kp-test": e.Namespace},
+		"profile": "nvidia-gpu", "deviceStatus": true, "nodeSelector": map[string]any{"kp-test": e.Namespace},
 		"faults": []any{map[string]any{"device": "gpu-1", "mode": "disappear"}}}))
 	gone := allocatedClaim(t, e, "gone", node, false, [3]string{gpu, gpuPool, "gpu-1"})
 	eventually(t, 10*time.Second, func() (bool, string) {

@@ -195,7 +195,7 @@ func TestMixedLoadNoDoubleAllocation(t *testing.T) {
 	if m := os.Getenv("DRAFORGE_E2E_MIXED_ALLOCATOR"); m != "" {
 		args, wantTried = []string{"--allocator", m}, each
 	}
-	r := newPodRigWith(t, devices, nil, args...)
+	r := newPodRigWith(t, devices, nil, nil, args...)
 	e, ctx := r.e, t.Context()
 	w := watchClaims(t, e, func(name string) bool { return strings.HasPrefix(name, "standalone-") })
 

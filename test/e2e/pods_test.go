@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -32,11 +33,11 @@ type podRig struct {
 
 func newPodRig(t *testing.T, devices int, classExtra func(*resourcev1.DeviceClass)) *podRig {
 	t.Helper()
-	return newPodRigWith(t, devices, classExtra)
+	return newPodRigWith(t, devices, classExtra, nil)
 }
 
-// newPodRigWith is newPodRig with extra controller flags.
-func newPodRigWith(t *testing.T, devices int, classExtra func(*resourcev1.DeviceClass), ctrlArgs ...string) *podRig {
+// newPodRigWith is newPodRig with extra fields of the pool's spec and extra controller flags.
+func newPodRigWith(t *testing.T, devices int, classExtra func(*resourcev1.DeviceClass), poolExtra map[string]any, ctrlArgs ...string) *podRig {
 	t.Helper()
 	e := newEnv(t)
 	installCRDs(t, e)
@@ -55,10 +56,12 @@ func newPodRigWith(t *testing.T, devices int, classExtra func(*resourcev1.Device
 		_ = e.Kube.CoreV1().Pods(e.Namespace).DeleteCollection(context.Background(), metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{})
 		_ = e.Kube.CoreV1().Nodes().Delete(context.Background(), r.node, metav1.DeleteOptions{})
 	})
-	pool := newPool(e.Namespace, "gpus", map[string]any{
+	spec := map[string]any{
 		"driverName": r.driver, "deviceType": "gpu", "deviceCount": int64(devices),
 		"nodeSelector": map[string]any{"draforge.test/pool": r.prefix},
-	})
+	}
+	maps.Copy(spec, poolExtra)
+	pool := newPool(e.Namespace, "gpus", spec)
 	e.Apply(t, e.Namespace, pool)
 	e.WaitPoolReady(t, e.Namespace, "gpus")
 	class := &resourcev1.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: r.class},
@@ -161,8 +164,9 @@ func (r *podRig) waitClaimGone(t *testing.T, name string) {
 
 // TestPodLifecycle runs a pod with a templated GPU claim through the simulated kubelet against
 // the real kube-scheduler and kube-controller-manager:
-//   - the scheduler allocates and binds, the pod machine prepares the claim (status.devices:
-//     the device, Ready=True) and the pod turns Running and Ready with podIP, hostIP,
+//   - the scheduler allocates and binds, the pod machine prepares the claim (the pool sets
+//     deviceStatus, so status.devices: the device, Ready=True; without it, as for most drivers,
+//     none, see TestExtendedResourcePod) and the pod turns Running and Ready with podIP, hostIP,
 //     startTime, a running container and allocatedResourcesStatus naming the device Healthy;
 //   - an unhealthy fault on that device (a NoSchedule taint) turns its health Unhealthy in the
 //     pod status, the pod keeps running;
@@ -171,7 +175,7 @@ func (r *podRig) waitClaimGone(t *testing.T, name string) {
 //   - a Job whose pod runs 2s with the run-for annotation completes and frees its device; a
 //     pod with exit code 3 fails with a terminated container of that exit code.
 func TestPodLifecycle(t *testing.T) {
-	r := newPodRig(t, 1, nil)
+	r := newPodRigWith(t, 1, nil, map[string]any{"deviceStatus": true})
 	e, ctx := r.e, t.Context()
 	created := time.Now()
 	if _, err := e.Kube.CoreV1().Pods(e.Namespace).Create(ctx, r.gpuPod("runner", nil), metav1.CreateOptions{}); err != nil {
@@ -421,7 +425,9 @@ func TestExtendedResourcePod(t *testing.T) {
 	if c.Status.Allocation == nil || len(c.Status.Allocation.Devices.Results) != 1 || c.Status.Allocation.Devices.Results[0].Driver != r.driver {
 		t.Fatalf("extended resource claim allocation %+v", c.Status.Allocation)
 	}
-	if len(c.Status.Devices) != 1 || c.Status.Devices[0].Device != c.Status.Allocation.Devices.Results[0].Device {
-		t.Errorf("extended resource claim not prepared: status.devices %+v", c.Status.Devices)
+	// The pool does not set deviceStatus and has no network profile: as most DRA drivers, the
+	// simulated one writes no status.devices when it prepares the claim.
+	if len(c.Status.Devices) != 0 {
+		t.Errorf("status.devices written for a pool that does not report device status: %+v", c.Status.Devices)
 	}
 }

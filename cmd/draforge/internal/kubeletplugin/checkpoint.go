@@ -42,6 +42,20 @@ type preparedDevice struct {
 	AdminAccess bool       `json:"adminAccess,omitempty"`
 	ShareID     *types.UID `json:"shareID,omitempty"`
 	CDIDeviceID string     `json:"cdiDeviceID"`
+	// NoStatus: the device's pool does not report device status, so its status.devices entry
+	// is neither written at prepare nor cleared at unprepare (absent in checkpoints of releases
+	// that always wrote it).
+	NoStatus bool `json:"noStatus,omitempty"`
+}
+
+// reportsStatus tells whether any device of the claim has its status.devices entry written.
+func (pc *preparedClaim) reportsStatus() bool {
+	for _, pd := range pc.Devices {
+		if !pd.NoStatus {
+			return true
+		}
+	}
+	return false
 }
 
 // loadCheckpoint reads dir's checkpoint; a missing file is an empty checkpoint, a damaged one an

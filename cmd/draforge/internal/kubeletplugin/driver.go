@@ -3,6 +3,7 @@ package kubeletplugin
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -82,7 +83,7 @@ func (d *driver) prepare(ctx context.Context, claim *resourcev1.ResourceClaim) (
 			return nil, err
 		}
 	}
-	if err := d.writeStatus(ctx, claim); err != nil {
+	if err := d.writeStatus(ctx, claim, pc); err != nil {
 		return nil, err
 	}
 	devs := make([]kubeletplugin.Device, 0, len(pc.Devices))
@@ -109,7 +110,8 @@ func (d *driver) plan(claim *resourcev1.ResourceClaim) (*preparedClaim, error) {
 		if r.Driver != d.name {
 			continue
 		}
-		if _, ok := have[key(r.Pool, r.Device)]; !ok {
+		dev, ok := have[key(r.Pool, r.Device)]
+		if !ok {
 			return nil, fmt.Errorf("device %s of pool %s (driver %s) is not on node %s: removed from its SimulatedDevicePool, or the pool no longer targets the node",
 				r.Device, r.Pool, d.name, d.node)
 		}
@@ -120,7 +122,7 @@ func (d *driver) plan(claim *resourcev1.ResourceClaim) (*preparedClaim, error) {
 			}
 		}
 		pc.Devices = append(pc.Devices, preparedDevice{Request: r.Request, Pool: r.Pool, Device: r.Device, AdminAccess: admin,
-			ShareID: r.ShareID, CDIDeviceID: cdiDeviceID(d.name, cdiDeviceName(claim.UID, len(pc.Devices), r.Device))})
+			ShareID: r.ShareID, CDIDeviceID: cdiDeviceID(d.name, cdiDeviceName(claim.UID, len(pc.Devices), r.Device)), NoStatus: !dev.ReportsStatus})
 	}
 	return pc, nil
 }
@@ -186,19 +188,23 @@ func (d *driver) spec(uid types.UID, pc *preparedClaim) *cdiSpec {
 	return s
 }
 
-// writeStatus publishes the claim's status.devices for this driver. Errors that a retry cannot
-// fix (the claim is gone or replaced, the write is forbidden or invalid) are logged and do not
-// fail the prepare: the status is information, the pod must still start. Others fail it, so
-// the kubelet retries (the repeated prepare is answered from the checkpoint).
-func (d *driver) writeStatus(ctx context.Context, claim *resourcev1.ResourceClaim) error {
+// writeStatus publishes the claim's status.devices for this driver, the entries of the devices
+// whose pool reports device status (none: no write). Errors that a retry cannot fix (the claim
+// is gone or replaced, the write is forbidden or invalid) are logged and do not fail the
+// prepare: the status is information, the pod must still start. Others fail it, so the kubelet
+// retries (the repeated prepare is answered from the checkpoint).
+func (d *driver) writeStatus(ctx context.Context, claim *resourcev1.ResourceClaim, pc *preparedClaim) error {
 	snap, _ := d.inv.current()
+	reports := func(pool, dev string) bool {
+		return slices.ContainsFunc(pc.Devices, func(pd preparedDevice) bool { return pd.Pool == pool && pd.Device == dev && !pd.NoStatus })
+	}
 	network := func(pool, dev string) *resourcev1.NetworkDeviceData {
 		if x := snap[d.name][key(pool, dev)]; x != nil {
 			return x.Network
 		}
 		return nil
 	}
-	entries := devicestatus.Entries(claim, d.name, network, metav1.NewTime(d.now().Truncate(time.Second)))
+	entries := devicestatus.Entries(claim, d.name, reports, network, metav1.NewTime(d.now().Truncate(time.Second)))
 	err := devicestatus.Apply(ctx, d.claims, claim, d.name, entries)
 	if err == nil || !retryable(err) {
 		if err != nil {
@@ -235,8 +241,11 @@ func (d *driver) unprepare(ctx context.Context, c kubeletplugin.NamespacedObject
 	if _, ok := d.cp.Claims[c.UID]; !ok {
 		return removeCDISpec(d.cdiDir, d.name, c.UID)
 	}
-	if err := devicestatus.ApplyByName(ctx, d.claims, c.Namespace, c.Name, c.UID, d.name, nil); err != nil && retryable(err) {
-		return err
+	// Only a claim whose status.devices got entries of ours has any to clear.
+	if d.cp.Claims[c.UID].reportsStatus() {
+		if err := devicestatus.ApplyByName(ctx, d.claims, c.Namespace, c.Name, c.UID, d.name, nil); err != nil && retryable(err) {
+			return err
+		}
 	}
 	if err := removeCDISpec(d.cdiDir, d.name, c.UID); err != nil {
 		return err

@@ -36,6 +36,8 @@ type device struct {
 	Attributes map[resourcev1.QualifiedName]resourcev1.DeviceAttribute
 	Unhealthy  bool // an "unhealthy" fault: the slice taints it, the kubelet hears Unhealthy
 	Network    *resourcev1.NetworkDeviceData
+	// ReportsStatus: the pool's driver writes status.devices (PoolSpec.ReportsDeviceStatus).
+	ReportsStatus bool
 }
 
 // key identifies a device within a driver.
@@ -154,6 +156,7 @@ func devicesOn(node *corev1.Node, pools []*simdevice.Pool, log zerolog.Logger) s
 					}
 				}
 				dev.Network = devicestatus.NetworkFor(p, node.Name, &d)
+				dev.ReportsStatus = p.Spec.ReportsDeviceStatus()
 				if snap[dev.Driver] == nil {
 					snap[dev.Driver] = map[string]*device{}
 				}

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/utils/ptr"
 
@@ -260,5 +261,48 @@ func TestAttributeLookup(t *testing.T) {
 	}
 	if attribute(a, "missing") != nil {
 		t.Error("missing attribute found")
+	}
+}
+
+// Devices of pools that do not report device status get no status.devices entry: the prepare
+// and the unprepare make no request for them; a reporting pool's devices get theirs written
+// and cleared. A checkpoint of a release that always wrote them (no noStatus) still clears.
+func TestStatusOnlyForReportingPools(t *testing.T) {
+	d := testDriver(t, &device{Pool: "p", Name: "gpu-0"}, &device{Pool: "p", Name: "nic-0", ReportsStatus: true})
+	quiet, nic := allocated("a", "a", false, "gpu-0"), allocated("b", "b", false, "nic-0")
+	client := fake.NewClientset(quiet, nic)
+	d.claims = client.ResourceV1()
+	ctx := t.Context()
+	for _, c := range []*resourcev1.ResourceClaim{quiet, nic} {
+		if _, err := d.prepare(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if pc := d.cp.Claims["a"]; !pc.Devices[0].NoStatus || pc.reportsStatus() {
+		t.Errorf("quiet pool's claim planned %+v", pc.Devices)
+	}
+	writes := func() (n []string) {
+		for _, a := range client.Actions() {
+			if a.GetVerb() != "get" && a.GetVerb() != "list" && a.GetVerb() != "watch" {
+				n = append(n, a.GetVerb()+" "+a.(interface{ GetName() string }).GetName())
+			}
+		}
+		client.ClearActions()
+		return n
+	}
+	if got := writes(); strings.Join(got, ",") != "patch b" {
+		t.Errorf("prepare wrote %v, want only claim b's status", got)
+	}
+	for _, uid := range []types.UID{"a", "b"} {
+		if err := d.unprepare(ctx, kubeletplugin.NamespacedObject{NamespacedName: types.NamespacedName{Namespace: "ns", Name: string(uid)}, UID: uid}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := writes(); strings.Join(got, ",") != "patch b" {
+		t.Errorf("unprepare wrote %v, want only claim b's status cleared", got)
+	}
+	old := &preparedClaim{Namespace: "ns", Name: "a", Devices: []preparedDevice{{Pool: "p", Device: "gpu-0"}}}
+	if !old.reportsStatus() {
+		t.Error("a checkpoint without noStatus does not clear the status it wrote")
 	}
 }
