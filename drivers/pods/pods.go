@@ -105,8 +105,9 @@ func (d *Driver) reports(driver string) devicestatus.Reports {
 			if s, ok := o.(*compactslice.Slice); ok {
 				l := s.GetLabels()
 				d.mu.RLock()
-				defer d.mu.RUnlock()
-				return d.reporting[l[simdevice.LabelSDPNamespace]+"/"+l[simdevice.LabelSDPName]]
+				reporting := d.reporting[l[simdevice.LabelSDPNamespace]+"/"+l[simdevice.LabelSDPName]]
+				d.mu.RUnlock()
+				return reporting
 			}
 		}
 		return false

@@ -238,11 +238,12 @@ func (d *driver) UnprepareResourceClaims(ctx context.Context, claims []kubeletpl
 }
 
 func (d *driver) unprepare(ctx context.Context, c kubeletplugin.NamespacedObject) error {
-	if _, ok := d.cp.Claims[c.UID]; !ok {
+	pc, ok := d.cp.Claims[c.UID]
+	if !ok {
 		return removeCDISpec(d.cdiDir, d.name, c.UID)
 	}
 	// Only a claim whose status.devices got entries of ours has any to clear.
-	if d.cp.Claims[c.UID].reportsStatus() {
+	if pc.reportsStatus() {
 		if err := devicestatus.ApplyByName(ctx, d.claims, c.Namespace, c.Name, c.UID, d.name, nil); err != nil && retryable(err) {
 			return err
 		}
