@@ -27,6 +27,7 @@ import (
 	"github.com/draforge/draforge/drivers/gvr"
 	podsDriver "github.com/draforge/draforge/drivers/pods"
 	"github.com/draforge/draforge/drivers/pools"
+	"github.com/draforge/draforge/drivers/simdevice"
 	"github.com/draforge/draforge/engine"
 )
 
@@ -83,6 +84,7 @@ func register(reg *engine.Registry, d Deps) (*Set, error) {
 		return nil, err
 	}
 	b := binding.Register(reg, d.Informers, d.Kube)
+	b.Published = func(alloc *resourcev1.AllocationResult) bool { return c.Allocator.AllPublished(alloc, simdevice.Published) }
 	if _, err := podsDriver.Register(reg, d.Informers, d.Kube); err != nil {
 		return nil, err
 	}

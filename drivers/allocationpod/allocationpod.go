@@ -10,6 +10,8 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/draforge/draforge/drivers/simnode"
 )
 
 const (
@@ -24,8 +26,10 @@ const (
 	NamePrefix = "draforge-alloc-"
 	// PodClaimName is the pod's name for the claim (spec.resourceClaims[0].name).
 	PodClaimName = "claim"
-	// Image is the container image named in the spec; the pod never runs, so it is never pulled.
-	Image = "registry.k8s.io/pause:3.10"
+	// Image is the container image named in the spec. The pod never runs; the name is in the
+	// reserved .invalid domain (RFC 6761) so that no container could start even if a real
+	// kubelet admitted the pod.
+	Image = "draforge.invalid/allocation-pod:never-runs"
 )
 
 // Name is the name of the claim's allocation pod.
@@ -47,6 +51,12 @@ func Of(pod *corev1.Pod, claim *resourcev1.ResourceClaim) bool {
 // tolerating every taint (node taints play no part in a standalone claim's allocation, as for
 // the simulator's own allocator), without resource requests (only the claim decides where it
 // fits), without a service account token, scheduled by the default scheduler.
+//
+// It can only be placed on a simulated node: a required node affinity on the simulated-node
+// label, which kube-scheduler honours when it places the pod and a real kubelet checks again
+// when it admits one (its predicate admission runs the scheduler's node affinity filter,
+// v1.37.2 pkg/kubelet/lifecycle/predicate.go) before it prepares any device. Its image cannot
+// be pulled, so not even a kubelet whose node wrongly carries the label could start it.
 func Build(claim *resourcev1.ResourceClaim) *corev1.Pod {
 	return &corev1.Pod{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
@@ -67,6 +77,13 @@ func Build(claim *resourcev1.ResourceClaim) *corev1.Pod {
 			EnableServiceLinks:            ptr.To(false),
 			TerminationGracePeriodSeconds: ptr.To[int64](0),
 			Tolerations:                   []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
+			Affinity: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+				RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+					MatchExpressions: []corev1.NodeSelectorRequirement{{
+						Key: simnode.LabelSimulated, Operator: corev1.NodeSelectorOpIn, Values: []string{simnode.LabelSimulatedValue},
+					}},
+				}}},
+			}},
 			ResourceClaims:                []corev1.PodResourceClaim{{Name: PodClaimName, ResourceClaimName: ptr.To(claim.Name)}},
 			Containers: []corev1.Container{{
 				Name:  "allocate",

@@ -1,13 +1,17 @@
 package allocationpod
 
 import (
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/utils/ptr"
+
+	"github.com/draforge/draforge/drivers/simnode"
 )
 
 func claim() *resourcev1.ResourceClaim {
@@ -47,8 +51,27 @@ func TestBuild(t *testing.T) {
 	if len(s.Tolerations) != 1 || s.Tolerations[0].Operator != corev1.TolerationOpExists || s.Tolerations[0].Key != "" || s.Tolerations[0].Effect != "" {
 		t.Errorf("tolerations %+v, want one that tolerates every taint", s.Tolerations)
 	}
-	if !(s.AutomountServiceAccountToken != nil && !*s.AutomountServiceAccountToken) || s.SchedulerName != "" || s.NodeName != "" || s.NodeSelector != nil || s.Affinity != nil {
+	if !(s.AutomountServiceAccountToken != nil && !*s.AutomountServiceAccountToken) || s.SchedulerName != "" || s.NodeName != "" || s.NodeSelector != nil {
 		t.Errorf("spec %+v", s)
+	}
+	// Only simulated nodes match, as kube-scheduler and a real kubelet's admission read it.
+	required := nodeaffinity.GetRequiredNodeAffinity(p)
+	for _, n := range []struct {
+		labels map[string]string
+		want   bool
+	}{
+		{map[string]string{simnode.LabelSimulated: simnode.LabelSimulatedValue}, true},
+		{nil, false},
+		{map[string]string{simnode.LabelSimulated: "false"}, false},
+		{map[string]string{"kubernetes.io/hostname": "node-a"}, false},
+	} {
+		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: n.labels}}
+		if got, err := required.Match(node); err != nil || got != n.want {
+			t.Errorf("node with labels %v: matches %v (%v), want %v", n.labels, got, err, n.want)
+		}
+	}
+	if s.Containers[0].Image != Image || !strings.HasSuffix(strings.Split(Image, "/")[0], ".invalid") {
+		t.Errorf("image %q: want one in the reserved .invalid domain, never pullable", s.Containers[0].Image)
 	}
 	if len(s.Containers) != 1 || len(s.Containers[0].Resources.Requests) != 0 || len(s.Containers[0].Resources.Limits) != 0 ||
 		len(s.Containers[0].Resources.Claims) != 1 || s.Containers[0].Resources.Claims[0].Name != s.ResourceClaims[0].Name {

@@ -1,6 +1,7 @@
 package binding
 
 import (
+	"strings"
 	"context"
 	"errors"
 	"testing"
@@ -127,6 +128,13 @@ func TestActionsWriteStatusAndDeallocate(t *testing.T) {
 	}
 	failedDevices := got.Status.Devices
 	obj = toUnstructured(t, got)
+	// A claim holding a device DRAForge does not publish is never deallocated by it.
+	published := false
+	d.Published = func(*resourcev1.AllocationResult) bool { return published }
+	if f, _ := d.failed(context.Background(), obj); f.Holds || !strings.Contains(f.Message, "does not publish") {
+		t.Fatalf("a failed claim with another driver's device must be left alone, got %+v", f)
+	}
+	published = true
 	if f, _ := d.failed(context.Background(), obj); !f.Holds {
 		t.Fatal("a failed claim the simulator allocated should be deallocated")
 	}

@@ -29,6 +29,9 @@ import (
 type Driver struct {
 	kube    kubernetes.Interface
 	Timeout time.Duration
+	// Published reports whether every device of an allocation is one DRAForge publishes;
+	// claimBindingFailed holds only then (nil: never).
+	Published func(*resourcev1.AllocationResult) bool
 	now     func() time.Time
 
 	mu    sync.RWMutex
@@ -126,6 +129,10 @@ func (d *Driver) failed(ctx context.Context, obj *unstructured.Unstructured) (en
 	}
 	_, verr := Verdict(c, d.Timeout, d.now())
 	if verr != nil {
+		if d.Published == nil || !d.Published(c.Status.Allocation) {
+			// Another driver's device is allocated: the claim is not DRAForge's to deallocate.
+			return engine.Fact{Message: verr.Error() + "; not deallocated: the claim holds devices DRAForge does not publish"}, nil
+		}
 		return engine.Fact{Holds: true, Message: verr.Error()}, nil
 	}
 	return engine.Holds(false), nil

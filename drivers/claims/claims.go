@@ -22,6 +22,7 @@ import (
 
 	"github.com/draforge/draforge/drivers/allocator"
 	"github.com/draforge/draforge/drivers/gvr"
+	"github.com/draforge/draforge/drivers/simdevice"
 	"github.com/draforge/draforge/engine"
 )
 
@@ -79,22 +80,37 @@ func Register(reg *engine.Registry, inf *engine.Informers, kube kubernetes.Inter
 // needsSimulatedAllocation: a standalone claim waits for devices and the simulator allocates
 // (--allocator simulator).
 func (d *Driver) needsSimulatedAllocation(ctx context.Context, obj *unstructured.Unstructured) (engine.Fact, error) {
-	claim, err := typedClaim(ctx, obj)
-	if err != nil {
-		return engine.Fact{}, err
-	}
-	return NeedsAllocation(Simulator, d.Mode, claim, d.Pods.PodsFor(claim)), nil
+	return d.needs(ctx, obj, Simulator)
 }
 
 // needsAllocationPod: a standalone claim waits for devices and kube-scheduler allocates it
 // through an allocation pod (--allocator kube-scheduler).
 func (d *Driver) needsAllocationPod(ctx context.Context, obj *unstructured.Unstructured) (engine.Fact, error) {
+	return d.needs(ctx, obj, KubeScheduler)
+}
+
+// needs is NeedsAllocation for the pass's claim, narrowed to claims that are DRAForge's: every
+// request can be satisfied only by devices DRAForge publishes (allocator.Ownership). Any
+// other claim, a real driver's or a mixed one, is left as Kubernetes leaves it: kube-scheduler
+// allocates it when a pod using it is scheduled. Ownership is decided last, and only for
+// standalone pending claims, so claims of pods cost nothing more.
+func (d *Driver) needs(ctx context.Context, obj *unstructured.Unstructured, want Mode) (engine.Fact, error) {
 	claim, err := typedClaim(ctx, obj)
 	if err != nil {
 		return engine.Fact{}, err
 	}
-	return NeedsAllocation(KubeScheduler, d.Mode, claim, d.Pods.PodsFor(claim)), nil
+	f := NeedsAllocation(want, d.Mode, claim, d.Pods.PodsFor(claim))
+	if !f.Holds {
+		return f, nil
+	}
+	if o := d.Allocator.Ownership(ctx, claim, simdevice.Published); !o.Owned {
+		return engine.Fact{Message: NotOurs + ": " + o.Reason}, nil
+	}
+	return f, nil
 }
+
+// NotOurs starts the reason of a claim DRAForge leaves to Kubernetes.
+const NotOurs = "not DRAForge's claim"
 
 // typedClaim returns the pass's claim as the API type, converted once per pass; callers must
 // not change it.

@@ -32,11 +32,12 @@ import (
 	"github.com/draforge/draforge/drivers/devicestatus"
 	"github.com/draforge/draforge/drivers/gvr"
 	"github.com/draforge/draforge/drivers/simdevice"
+	"github.com/draforge/draforge/drivers/simnode"
 	"github.com/draforge/draforge/engine"
 )
 
 // SimulatedNodeLabel marks the nodes whose kubelet DRAForge simulates.
-const SimulatedNodeLabel = "draforge.oaslananka/simulated"
+const SimulatedNodeLabel = simnode.LabelSimulated
 
 // Driver reads nodes, claims and slices from the shared informer caches.
 type Driver struct {
@@ -215,7 +216,7 @@ func (d *Driver) onSimulatedNode(_ context.Context, obj *unstructured.Unstructur
 		return engine.Fact{Message: "node " + n + " is not known"}, err
 	}
 	meta := engine.ObjectMeta(o)
-	if meta == nil || meta.GetLabels()[SimulatedNodeLabel] != "true" {
+	if meta == nil || meta.GetLabels()[SimulatedNodeLabel] != simnode.LabelSimulatedValue {
 		return engine.Fact{Message: "node " + n + " is not simulated"}, nil
 	}
 	return engine.Holds(true), nil

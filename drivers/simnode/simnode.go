@@ -28,6 +28,8 @@ const (
 const (
 	// LabelSimulated marks a node as simulated: the node machine keeps it Ready.
 	LabelSimulated = "draforge.oaslananka/simulated"
+	// LabelSimulatedValue is LabelSimulated's value on the nodes DRAForge creates.
+	LabelSimulatedValue = "true"
 	// AnnotationLeaseRenewInterval overrides the Lease renew interval (kubelet: 10s).
 	AnnotationLeaseRenewInterval = "draforge.oaslananka/lease-renew-interval"
 	// AnnotationStatusReportInterval overrides how often an unchanged Ready condition's
@@ -134,7 +136,7 @@ func (s Spec) Nodes(now time.Time) []*corev1.Node {
 		labels[corev1.LabelHostname] = name
 		labels[corev1.LabelOSStable] = "linux"
 		labels[corev1.LabelArchStable] = "amd64"
-		labels[LabelSimulated] = "true"
+		labels[LabelSimulated] = LabelSimulatedValue
 		annotations := map[string]string{}
 		maps.Copy(annotations, s.Annotations)
 		if s.LeaseRenewInterval != "" {
