@@ -84,7 +84,9 @@ func register(reg *engine.Registry, d Deps) (*Set, error) {
 		return nil, err
 	}
 	b := binding.Register(reg, d.Informers, d.Kube)
-	b.Published = func(alloc *resourcev1.AllocationResult) bool { return c.Allocator.AllPublished(alloc, simdevice.Published) }
+	b.Published = func(alloc *resourcev1.AllocationResult) bool {
+		return c.Allocator.AllPublished(alloc, simdevice.Published)
+	}
 	if _, err := podsDriver.Register(reg, d.Informers, d.Kube); err != nil {
 		return nil, err
 	}

@@ -84,7 +84,7 @@ func Build(claim *resourcev1.ResourceClaim) *corev1.Pod {
 					}},
 				}}},
 			}},
-			ResourceClaims:                []corev1.PodResourceClaim{{Name: PodClaimName, ResourceClaimName: ptr.To(claim.Name)}},
+			ResourceClaims: []corev1.PodResourceClaim{{Name: PodClaimName, ResourceClaimName: ptr.To(claim.Name)}},
 			Containers: []corev1.Container{{
 				Name:  "allocate",
 				Image: Image,

@@ -1,9 +1,9 @@
 package binding
 
 import (
-	"strings"
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 

@@ -32,7 +32,7 @@ type Driver struct {
 	// Published reports whether every device of an allocation is one DRAForge publishes;
 	// claimBindingFailed holds only then (nil: never).
 	Published func(*resourcev1.AllocationResult) bool
-	now     func() time.Time
+	now       func() time.Time
 
 	mu    sync.RWMutex
 	pools map[string]*simdevice.Pool
