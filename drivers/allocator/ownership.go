@@ -35,9 +35,9 @@ type RequestOwnership struct {
 	Reason string `json:"reason"`
 }
 
-// Published tells whether DRAForge published a slice (drivers/simdevice.Published); the
-// allocator itself does not know how DRAForge marks its slices.
-type Published func(*compactslice.Slice) bool
+// Published tells from a slice's labels whether DRAForge published it
+// (drivers/simdevice.Published); the allocator itself does not know how DRAForge marks them.
+type Published func(sliceLabels map[string]string) bool
 
 // Ownership decides whether claim is DRAForge's from the observed DeviceClasses and slices
 // (every generation: a device a real driver still publishes in an older generation could be
@@ -49,7 +49,7 @@ func (a *Allocator) Ownership(ctx context.Context, claim *resourcev1.ResourceCla
 	a.mu.RLock()
 	var ours, theirs []*compactslice.Slice
 	for _, sl := range a.slices {
-		if published(sl) {
+		if published(sl.Labels) {
 			ours = append(ours, sl)
 		} else {
 			theirs = append(theirs, sl)
@@ -164,7 +164,7 @@ func (a *Allocator) AllPublished(alloc *resourcev1.AllocationResult, published P
 	ours, theirs := map[poolID]bool{}, map[poolID]bool{}
 	for _, sl := range a.slices {
 		id := poolID{sl.Driver(), sl.Pool().Name}
-		if published(sl) {
+		if published(sl.Labels) {
 			ours[id] = true
 		} else {
 			theirs[id] = true

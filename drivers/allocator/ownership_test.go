@@ -12,7 +12,7 @@ import (
 )
 
 // published marks slices the way the test's fake DRAForge does: by a label.
-func published(s *compactslice.Slice) bool { return s.Labels["test/published"] == "yes" }
+func published(labels map[string]string) bool { return labels["test/published"] == "yes" }
 
 // ownershipCluster has one published pool (driver `driver`, model "sim") on node-sim and one
 // pool of a real driver (gpu.real-vendor.com, model "real") on node-a, with classes:

@@ -9,7 +9,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
-	"github.com/draforge/draforge/drivers/compactslice"
 	"github.com/draforge/draforge/drivers/gvr"
 )
 
@@ -224,7 +223,7 @@ type Pool struct {
 	Status            PoolStatus `json:"status,omitempty"`
 }
 
-// Published reports whether DRAForge published a ResourceSlice: the pool machine labels every
-// slice it writes with its SimulatedDevicePool's UID. Slices without the label are another
-// driver's, whatever their driver name.
-func Published(s *compactslice.Slice) bool { return s.Labels[LabelSDPUID] != "" }
+// Published reports whether DRAForge published the ResourceSlice with these labels: the pool
+// machine labels every slice it writes with its SimulatedDevicePool's UID. Slices without the
+// label are another driver's, whatever their driver name.
+func Published(sliceLabels map[string]string) bool { return sliceLabels[LabelSDPUID] != "" }

@@ -14,6 +14,7 @@ import (
 	"github.com/draforge/draforge/cmd/draforge/internal/inventory"
 	"github.com/draforge/draforge/drivers/allocator"
 	"github.com/draforge/draforge/drivers/compactslice"
+	"github.com/draforge/draforge/drivers/simdevice"
 )
 
 // NotFoundError is returned when the snapshot has no such claim.
@@ -39,6 +40,9 @@ type Result struct {
 	ReasonCounts map[string]int `json:"reasonCounts,omitempty"`
 	// Explanation is the allocator's answer (empty details for allocated claims).
 	Explanation allocator.Explanation `json:"explanation"`
+	// Ownership says whether the claim is DRAForge's to allocate (every request can be met
+	// only by devices it publishes) or left as Kubernetes leaves it, and why.
+	Ownership allocator.Ownership `json:"ownership"`
 }
 
 // NewAllocator returns an allocator fed with the snapshot's slices, classes, claims and nodes.
@@ -71,7 +75,9 @@ func Explain(ctx context.Context, s *inventory.Snapshot, namespace, name string)
 		return nil, &NotFoundError{Namespace: namespace, Name: name}
 	}
 	r := &Result{Claim: inventory.Claim(s, claim)}
-	r.Explanation = NewAllocator(s).Explain(ctx, claim)
+	a := NewAllocator(s)
+	r.Explanation = a.Explain(ctx, claim)
+	r.Ownership = a.Ownership(ctx, claim, simdevice.Published)
 	if claim.Status.Allocation != nil {
 		var devs []string
 		for _, a := range r.Claim.Allocations {
@@ -133,6 +139,7 @@ func Render(w io.Writer, r *Result, opts RenderOptions) error {
 		fmt.Fprintf(&b, "Reserved: %s\n", strings.Join(c.ReservedFor, ", "))
 	}
 	fmt.Fprintf(&b, "Summary:  %s\n", r.Summary)
+	fmt.Fprintf(&b, "Scope:    %s\n", Scope(r.Ownership))
 	if ap := c.AllocationPod; ap != nil {
 		// --allocator kube-scheduler: kube-scheduler decides, for this pod; its verdict first.
 		fmt.Fprintf(&b, "Allocation pod: %s\n", ap.Name)
@@ -233,6 +240,14 @@ func Render(w io.Writer, r *Result, opts RenderOptions) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// Scope says in one line whether DRAForge acts on a claim, and why.
+func Scope(o allocator.Ownership) string {
+	if o.Owned {
+		return "simulated: " + o.Reason
+	}
+	return "left to Kubernetes, DRAForge never allocates it nor writes to it (kube-scheduler allocates it for the first pod that uses it): " + o.Reason
 }
 
 func verdict(n allocator.NodeExplanation) string {
