@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/draforge/draforge/test/cluster"
@@ -16,6 +17,36 @@ import (
 
 // kubeconfigPath is the cluster every test in this package talks to.
 var kubeconfigPath string
+
+// auditLogPath is kube-apiserver's audit log of writes to claims and pods; empty on an existing
+// cluster (DRAFORGE_E2E_KUBECONFIG), whose audit log the tests cannot read.
+var auditLogPath string
+
+// auditPolicy logs, at Metadata level (who, what, which object; no bodies), the writes to
+// ResourceClaims and Pods once their response is sent, and nothing else.
+const auditPolicy = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived", "ResponseStarted", "Panic"]
+rules:
+- level: Metadata
+  verbs: ["create", "update", "patch", "delete", "deletecollection"]
+  resources:
+  - group: resource.k8s.io
+    resources: ["resourceclaims", "resourceclaims/status"]
+  - group: ""
+    resources: ["pods", "pods/status", "pods/binding"]
+- level: None
+`
+
+// auditLog writes the audit policy to dir and returns kube-apiserver's flags for it.
+func auditLog(dir string) ([]string, error) {
+	policy := filepath.Join(dir, "audit-policy.yaml")
+	if err := os.WriteFile(policy, []byte(auditPolicy), 0o600); err != nil {
+		return nil, err
+	}
+	auditLogPath = filepath.Join(dir, "audit.log")
+	return []string{"--audit-policy-file=" + policy, "--audit-log-path=" + auditLogPath, "--audit-log-format=json"}, nil
+}
 
 func TestMain(m *testing.M) {
 	code := run(m)
@@ -39,7 +70,15 @@ func run(m *testing.M) int {
 	// kube-controller-manager (cluster.Controllers: namespace and garbage collectors, service
 	// account tokens, node lifecycle at its upstream timing, ...) and kube-scheduler run as on
 	// a real cluster. The claim machine leaves claims of unscheduled pods to the scheduler.
-	c, err := cluster.Start(context.Background(), cluster.Options{Dir: dir, Log: os.Stderr, Extra: cluster.Workloads})
+	// kube-apiserver's audit log records every write to claims and pods: the scope tests count
+	// what DRAForge wrote to objects it must leave alone.
+	auditArgs, err := auditLog(dir)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
+	}
+	c, err := cluster.Start(context.Background(), cluster.Options{Dir: dir, Log: os.Stderr, Extra: cluster.Workloads,
+		Args: map[cluster.Component][]string{cluster.APIServer: auditArgs}})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: start local control plane:", err)
 		return 1
