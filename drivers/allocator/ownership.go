@@ -44,7 +44,7 @@ type Published func(sliceLabels map[string]string) bool
 // allocated by kube-scheduler too). The decision is evaluated with the allocator's own CEL
 // compiler, so it matches what the allocator would consider. Each request costs one selector
 // evaluation per device of other drivers plus as many published devices as it takes to find
-// one that matches: on a cluster of simulated devices only, a handful.
+// one that matches: on a cluster of simulated devices only, usually one.
 func (a *Allocator) Ownership(ctx context.Context, claim *resourcev1.ResourceClaim, published Published) Ownership {
 	a.mu.RLock()
 	var ours, theirs []*compactslice.Slice
@@ -60,29 +60,16 @@ func (a *Allocator) Ownership(ctx context.Context, claim *resourcev1.ResourceCla
 		classes[name] = c
 	}
 	a.mu.RUnlock()
-	// Deterministic reasons: the first foreign device by slice name.
-	byName := func(s []*compactslice.Slice) {
-		sort.Slice(s, func(i, j int) bool { return s[i].Name < s[j].Name })
-	}
-	byName(ours)
-	byName(theirs)
+	// The first foreign device by slice name is the one a reason names.
+	sort.Slice(theirs, func(i, j int) bool { return theirs[i].Name < theirs[j].Name })
 
-	out := Ownership{Owned: true}
 	views := requestViews(claim)
 	if len(views) == 0 {
 		return Ownership{Reason: "the claim requests no devices"}
 	}
-	expanded := map[*compactslice.Slice]*resourcev1.ResourceSlice{}
-	typed := func(sl *compactslice.Slice) *resourcev1.ResourceSlice {
-		t, ok := expanded[sl]
-		if !ok {
-			t = sl.Expand()
-			expanded[sl] = t
-		}
-		return t
-	}
+	out := Ownership{Owned: true}
 	for _, v := range views {
-		ro := a.requestOwnership(ctx, v, classes, ours, theirs, typed)
+		ro := a.requestOwnership(ctx, v, classes, ours, theirs)
 		out.Requests = append(out.Requests, ro)
 		if !ro.Owned && out.Owned {
 			out.Owned = false
@@ -100,7 +87,7 @@ func (a *Allocator) Ownership(ctx context.Context, claim *resourcev1.ResourceCla
 }
 
 func (a *Allocator) requestOwnership(ctx context.Context, v requestView, classes map[string]*resourcev1.DeviceClass,
-	ours, theirs []*compactslice.Slice, typed func(*compactslice.Slice) *resourcev1.ResourceSlice) RequestOwnership {
+	ours, theirs []*compactslice.Slice) RequestOwnership {
 	ro := RequestOwnership{Name: v.name}
 	class, ok := classes[v.className]
 	if !ok {
@@ -110,9 +97,9 @@ func (a *Allocator) requestOwnership(ctx context.Context, v requestView, classes
 	// A selector that fails to evaluate on a device counts as matching it: kube-scheduler
 	// would fail the claim on that device rather than skip it, so it is not DRAForge's to
 	// claim by elimination.
-	matches := func(sl *resourcev1.ResourceSlice, dev *resourcev1.Device) bool {
-		d := device{slice: sl, dev: dev}
-		noop := func(string, ...any) {}
+	noop := func(string, ...any) {}
+	matches := func(sl *compactslice.Slice, i int) bool {
+		d := device{slice: &resourcev1.ResourceSlice{Spec: resourcev1.ResourceSliceSpec{Driver: sl.Driver()}}, dev: sl.Device(i)}
 		for _, sels := range [][]resourcev1.DeviceSelector{class.Spec.Selectors, v.selectors} {
 			for _, r := range a.evalSelectors(ctx, d, sels, "", "", noop, sets.New[string]()) {
 				if r.Code != ReasonCELError {
@@ -123,26 +110,23 @@ func (a *Allocator) requestOwnership(ctx context.Context, v requestView, classes
 		return true
 	}
 	for _, sl := range theirs {
-		t := typed(sl)
-		for i := range t.Spec.Devices {
-			if matches(t, &t.Spec.Devices[i]) {
+		for i := range sl.Len() {
+			if matches(sl, i) {
 				where := ""
 				if n := sl.NodeName(); n != "" {
 					where = " on node " + n
 				}
 				ro.Reason = fmt.Sprintf("device %s/%s/%s%s, which DRAForge does not publish, matches class %q",
-					t.Spec.Driver, t.Spec.Pool.Name, t.Spec.Devices[i].Name, where, v.className)
+					sl.Driver(), sl.Pool().Name, sl.DeviceName(i), where, v.className)
 				return ro
 			}
 		}
 	}
 	for _, sl := range ours {
-		t := typed(sl)
-		for i := range t.Spec.Devices {
-			if matches(t, &t.Spec.Devices[i]) {
+		for i := range sl.Len() {
+			if matches(sl, i) {
 				ro.Owned = true
-				ro.Reason = fmt.Sprintf("only devices DRAForge publishes match class %q (e.g. %s/%s/%s)",
-					v.className, t.Spec.Driver, t.Spec.Pool.Name, t.Spec.Devices[i].Name)
+				ro.Reason = fmt.Sprintf("only devices DRAForge publishes match class %q", v.className)
 				return ro
 			}
 		}

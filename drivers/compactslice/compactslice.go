@@ -245,6 +245,14 @@ func (a attribute) expand(text string) resourcev1.DeviceAttribute {
 	}
 }
 
+// Device returns device i as the API type, a new object the caller owns: what one device's
+// check needs without expanding the whole slice.
+func (s *Slice) Device(i int) *resourcev1.Device {
+	out := &resourcev1.Device{}
+	s.devices[i].expandInto(out, s.text)
+	return out
+}
+
 // Driver is spec.driver.
 func (s *Slice) Driver() string { return s.driver.Value() }
 

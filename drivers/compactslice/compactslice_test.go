@@ -109,7 +109,8 @@ func checkRoundTrip(t *testing.T, s *resourcev1.ResourceSlice) {
 	}
 	for i, d := range s.Spec.Devices {
 		multi := d.AllowMultipleAllocations != nil && *d.AllowMultipleAllocations
-		if c.DeviceName(i) != d.Name || c.AllowsMultipleAllocations(i) != multi || !equality.Semantic.DeepEqual(c.Taints(i), d.Taints) {
+		if c.DeviceName(i) != d.Name || c.AllowsMultipleAllocations(i) != multi || !equality.Semantic.DeepEqual(c.Taints(i), d.Taints) ||
+			!equality.Semantic.DeepEqual(*c.Device(i), d) {
 			t.Fatalf("slice %s device %d: accessors disagree with the spec", s.Name, i)
 		}
 	}

@@ -90,6 +90,13 @@ func TestScopeBesideARealDriver(t *testing.T) {
 		if _, err := e.Kube.CoreV1().Pods(e.Namespace).Get(ctx, allocationpod.Name(got), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 			t.Errorf("claim %s has an allocation pod (%v)", c.Name, err)
 		}
+		evs, err := e.Kube.CoreV1().Events(e.Namespace).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + c.Name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ev := range evs.Items {
+			t.Errorf("Event about claim %s: %s %s (from %s)", c.Name, ev.Reason, ev.Message, ev.Source.Component)
+		}
 	}
 	// What kube-apiserver saw: the test's creates, nothing else, on the left-alone claims; and
 	// the simulated claim's handoff writes, so the log is known to record DRAForge's writes.
