@@ -46,7 +46,9 @@ func TestScopeBesideARealDriver(t *testing.T) {
 		if _, err := e.Kube.ResourceV1().DeviceClasses().Create(ctx, c, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { _ = e.Kube.ResourceV1().DeviceClasses().Delete(context.Background(), name, metav1.DeleteOptions{}) })
+		t.Cleanup(func() {
+			_ = e.Kube.ResourceV1().DeviceClasses().Delete(context.Background(), name, metav1.DeleteOptions{})
+		})
 	}
 
 	claims := e.Kube.ResourceV1().ResourceClaims(e.Namespace)
@@ -256,7 +258,9 @@ func publishRealSlice(t *testing.T, e *env, name, node string) {
 	if _, err := e.Kube.ResourceV1().ResourceSlices().Create(t.Context(), s, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = e.Kube.ResourceV1().ResourceSlices().Delete(context.Background(), name, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = e.Kube.ResourceV1().ResourceSlices().Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
 }
 
 // auditedClaimWrites reads kube-apiserver's audit log and returns, per claim of namespace ns,
