@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	"github.com/draforge/draforge/drivers/allocationpod"
@@ -229,13 +230,21 @@ func realLookingNode(t *testing.T, e *env, name string, labels map[string]string
 	}
 	t.Cleanup(func() { _ = e.Kube.CoreV1().Nodes().Delete(context.Background(), name, metav1.DeleteOptions{}) })
 	now := metav1.Now()
-	n.Status = corev1.NodeStatus{
+	status := corev1.NodeStatus{
 		Capacity:    corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("8"), corev1.ResourceMemory: resource.MustParse("32Gi"), corev1.ResourcePods: resource.MustParse("110")},
 		Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("8"), corev1.ResourceMemory: resource.MustParse("32Gi"), corev1.ResourcePods: resource.MustParse("110")},
 		Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
 			Message: "kubelet is posting ready status", LastHeartbeatTime: now, LastTransitionTime: now}},
 	}
-	n, err = e.Kube.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{})
+	// kube-controller-manager's node controllers write the new node too: retry on conflict.
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if n, err = e.Kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{}); err != nil {
+			return err
+		}
+		n.Status = status
+		n, err = e.Kube.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{})
+		return err
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
