@@ -40,8 +40,9 @@ func Schema(ctx *cue.Context) (cue.Value, error) {
 }
 
 // ValidateScenario checks every document of a multi-document YAML scenario against #Document,
-// the same check as `go tool cue vet -d '#Document' ./schemas <file>`. It returns nil or a CUE
-// error list; format it with cuelang.org/go/cue/errors.Details to get file:line:col positions
+// the same check as `go tool cue vet -d '#Document' ./schemas <file>`, and reports every error
+// of each document, not only those CUE reports at once (see documentErrors), a value outside
+// an enum as one error (see collapseEnums). It returns nil or a CUE error list; format it with cuelang.org/go/cue/errors.Details to get file:line:col positions
 // (filename is used for them).
 func ValidateScenario(filename string, src []byte) error {
 	ctx := cuecontext.New()
@@ -67,10 +68,8 @@ func ValidateScenario(filename string, src []byte) error {
 		if v.Null() == nil { // an empty document (e.g. a trailing ---)
 			continue
 		}
-		if err := doc.Unify(v).Validate(cue.Concrete(true)); err != nil {
-			for _, e := range collapseEnums(filename, cueerrors.Errors(err)) {
-				all = cueerrors.Append(all, cueerrors.Promote(atData(filename, v, e), fmt.Sprintf("document %d", n)))
-			}
+		for _, e := range documentErrors(ctx, doc, filename, expr) {
+			all = cueerrors.Append(all, cueerrors.Promote(e, fmt.Sprintf("document %d", n)))
 		}
 	}
 	if all == nil {
