@@ -2,7 +2,8 @@
 // drivers/simdevice's profiles, so the CRD (and the chart's copy), the CUE schema and the Go
 // validator take them from one definition: the profile enum and the rule that a device has at
 // most 32 attributes and capacities (resource.k8s.io ResourceSliceMaxAttributesAndCapacitiesPerDevice)
-// counting the built-in, profile and spec names.
+// counting the built-in, profile and spec names; and the cap of MaxDevicesPerNode devices a pool
+// publishes per node, with each profile's devices per physical device.
 //
 // Regenerate with `go generate ./drivers/simdevice/schemagen`; its test fails while a
 // committed file differs from what Render produces.
