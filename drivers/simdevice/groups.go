@@ -158,6 +158,21 @@ func (s *PoolSpec) DeviceTypes() string {
 	return strings.Join(types, ",")
 }
 
+// DevicesPerNode is how many devices the pool publishes on each node it targets (before faults
+// make any disappear): deviceCount times the devices its profile makes of one physical device,
+// or the sum over the groups of count × (1 + partitions), the whole device and its partitions.
+// Validate caps it at MaxDevicesPerNode, as the CRD's CEL and the CUE schema do.
+func (s *PoolSpec) DevicesPerNode() int {
+	if len(s.DeviceGroups) == 0 {
+		return s.DeviceCount * DevicesPerPhysical(s.Profile)
+	}
+	n := 0
+	for _, g := range s.DeviceGroups {
+		n += g.Count * (1 + g.Partitions)
+	}
+	return n
+}
+
 // PhysicalDevicesPerNode is deviceCount, or the sum of the groups' counts.
 func (s *PoolSpec) PhysicalDevicesPerNode() int {
 	n := s.DeviceCount

@@ -240,6 +240,18 @@ func (p *Pool) physicalDevices(node string, i int) ([]resourcev1.Device, []resou
 	return devs, counters
 }
 
+// DevicesPerPhysical is how many devices profile p publishes for one physical device: 1, or a
+// GPU with its partitions (MIG placements, CPX partitions, dra-example-driver's four), or a NIC
+// port's virtual functions. An unknown profile counts 1 (Validate rejects it on its own).
+func DevicesPerPhysical(p Profile) int {
+	def, ok := profiles[p]
+	if !ok {
+		return 1
+	}
+	devs, _ := def.build(physical{spec: &PoolSpec{DeviceType: "device", DeviceCount: 1, Profile: p, DriverName: DefaultDriverName}})
+	return len(devs)
+}
+
 // ProfileShape returns the attribute and capacity names a profile publishes, as written before
 // qualifying (own domain unqualified, other domains qualified), over all the devices it makes
 // (a GPU and its partitions), and whether the built-in deviceType and index are added. The

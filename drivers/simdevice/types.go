@@ -36,6 +36,12 @@ const (
 
 	// MaxDeviceCount is the upper bound of spec.deviceCount (devices per node).
 	MaxDeviceCount = 128
+	// MaxDevicesPerNode caps the devices one pool publishes on each node it targets, counting
+	// what the API server stores (DevicesPerNode): a GPU's MIG or CPX partitions and a NIC's
+	// virtual functions each count. 1,024 is eight full ResourceSlices (ResourceSliceMaxDevices)
+	// and well above a real node (8 H100 with every MIG placement publish 208); without it
+	// 8 groups of 128 devices with 8 partitions each would publish 9,216 per node.
+	MaxDevicesPerNode = 1024
 )
 
 // Profile makes each simulated device look like what a real DRA driver publishes: its device

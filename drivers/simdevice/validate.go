@@ -65,6 +65,10 @@ func (p *Pool) Validate() []error {
 			errs = append(errs, field.Invalid(sp.Child("deviceCount"), s.DeviceCount, fmt.Sprintf("must be between 1 and %d (devices per node)", MaxDeviceCount)))
 		}
 		errs = append(errs, dnsName(sp.Child("deviceType"), s.DeviceType, maxDeviceTypeLength, true)...)
+		if n := s.DevicesPerNode(); s.DeviceCount <= MaxDeviceCount && n > MaxDevicesPerNode {
+			errs = append(errs, field.Invalid(sp.Child("deviceCount"), s.DeviceCount, fmt.Sprintf("the pool would publish %d devices per node (%d per physical device with profile %q), at most %d are allowed",
+				n, DevicesPerPhysical(s.Profile), s.Profile, MaxDevicesPerNode)))
+		}
 		if s.Topology != nil {
 			errs = append(errs, field.Forbidden(sp.Child("topology"), "topology places the devices of spec.deviceGroups: set deviceGroups"))
 		}

@@ -36,6 +36,16 @@ func (s *PoolSpec) validateGroups(sp *field.Path) field.ErrorList {
 			errs = append(errs, field.Invalid(tp.Child("pcieRootsPerNUMANode"), t.PCIeRootsPerNUMANode, fmt.Sprintf("must be between 1 and %d", MaxPCIeRootsPerNUMA)))
 		}
 	}
+	// The cap on the devices per node, once each group's count and partitions are in range (an
+	// out-of-range one is reported on its own).
+	inRange := true
+	for _, g := range s.DeviceGroups {
+		inRange = inRange && g.Count >= 1 && g.Count <= MaxDeviceCount && g.Partitions >= 0 && g.Partitions <= MaxPartitions
+	}
+	if n := s.DevicesPerNode(); inRange && n > MaxDevicesPerNode {
+		errs = append(errs, field.Invalid(gp, n, fmt.Sprintf("the pool would publish %d devices per node (the sum over the groups of count × (1 + partitions)), at most %d are allowed",
+			n, MaxDevicesPerNode)))
+	}
 	seen := map[string]bool{}
 	for i := range s.DeviceGroups {
 		g, fp := &s.DeviceGroups[i], gp.Index(i)

@@ -11,10 +11,11 @@ import (
 	"github.com/draforge/draforge/drivers/simdevice"
 )
 
-// TestDeviceGroupsPublishedAtLimits: a pool with deviceGroups at the schema's limits (128
-// partitionable GPUs with 8 partitions and a tainted one, so slices of at most 64 devices and
-// 16 counter-set slices; shared NICs with request policies; binding conditions; per-device node
-// selection; a topology) is accepted by the API server, and so are all the slices it publishes.
+// TestDeviceGroupsPublishedAtLimits: a pool with deviceGroups at the schema's limits (exactly
+// simdevice.MaxDevicesPerNode devices per node: 111 partitionable GPUs with 8 partitions and a
+// tainted one, so slices of at most 64 devices and 14 counter-set slices; shared NICs with
+// request policies; binding conditions; per-device node selection; a topology) is accepted by
+// the API server, and so are all the slices it publishes.
 func TestDeviceGroupsPublishedAtLimits(t *testing.T) {
 	e := newEnv(t)
 	e.Setup(t)
@@ -24,9 +25,9 @@ func TestDeviceGroupsPublishedAtLimits(t *testing.T) {
 		"targetNodes": []any{"node-a"},
 		"topology":    map[string]any{"numaNodes": int64(8), "pcieRootsPerNUMANode": int64(8)},
 		"deviceGroups": []any{
-			map[string]any{"deviceType": "gpu", "count": int64(128), "partitions": int64(8),
+			map[string]any{"deviceType": "gpu", "count": int64(111), "partitions": int64(8),
 				"capacities": map[string]any{"memory": "80Gi", "compute": int64(100)}},
-			map[string]any{"deviceType": "nic", "count": int64(8), "allowMultipleAllocations": true,
+			map[string]any{"deviceType": "nic", "count": int64(15), "allowMultipleAllocations": true,
 				"capacities": map[string]any{"bandwidth": "400G", "vfs": int64(8)},
 				"requestPolicies": map[string]any{
 					"bandwidth": map[string]any{"default": "1G", "validRange": map[string]any{"min": "100M", "max": "400G"}},
@@ -62,15 +63,20 @@ func TestDeviceGroupsPublishedAtLimits(t *testing.T) {
 			byName[d.Name] = d
 		}
 	}
-	// 128 GPUs × (whole + 8 partitions) + 8 NICs + 4 FPGAs + 3 remote devices + acc-0 and its 2 partitions.
-	if counterSets != 129 || devices != 128*9+8+4+3+3 || perDevice != 3 {
-		t.Fatalf("published %d counter sets, %d devices (%d per-device), want 129, %d, 3", counterSets, devices, perDevice, 128*9+18)
+	// 111 GPUs × (whole + 8 partitions) + 15 NICs + 4 FPGAs + 3 remote devices + acc-0 and its 2
+	// partitions: the cap.
+	const want = 111*9 + 15 + 4 + 3 + 3
+	if want != simdevice.MaxDevicesPerNode {
+		t.Fatalf("the pool publishes %d devices, not the cap %d", want, simdevice.MaxDevicesPerNode)
+	}
+	if counterSets != 112 || devices != want || perDevice != 3 {
+		t.Fatalf("published %d counter sets, %d devices (%d per-device), want 112, %d, 3", counterSets, devices, perDevice, want)
 	}
 	if d := byName["acc-0-part-1"]; len(d.Attributes)+len(d.Capacity) != 32 || len(d.ConsumesCounters[0].Counters) != 27 {
 		t.Errorf("acc-0-part-1: %d attributes and capacities, %d counters", len(d.Attributes)+len(d.Capacity), len(d.ConsumesCounters[0].Counters))
 	}
-	if d := byName["gpu-127-part-7"]; len(d.ConsumesCounters) != 1 || d.Attributes[simdevice.AttrPCIeRoot].StringValue == nil {
-		t.Errorf("partition gpu-127-part-7: %+v", d)
+	if d := byName["gpu-110-part-7"]; len(d.ConsumesCounters) != 1 || d.Attributes[simdevice.AttrPCIeRoot].StringValue == nil {
+		t.Errorf("partition gpu-110-part-7: %+v", d)
 	}
 	if d := byName["nic-0"]; d.AllowMultipleAllocations == nil || d.Capacity["vfs"].RequestPolicy == nil {
 		t.Errorf("nic-0 is not shareable with a request policy: %+v", d)

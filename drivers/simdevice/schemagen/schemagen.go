@@ -2,7 +2,8 @@
 // drivers/simdevice's profiles, so the CRD (and the chart's copy), the CUE schema and the Go
 // validator take them from one definition: the profile enum and the rule that a device has at
 // most 32 attributes and capacities (resource.k8s.io ResourceSliceMaxAttributesAndCapacitiesPerDevice)
-// counting the built-in, profile and spec names.
+// counting the built-in, profile and spec names; and the cap of MaxDevicesPerNode devices a pool
+// publishes per node, with each profile's devices per physical device.
 //
 // Regenerate with `go generate ./drivers/simdevice/schemagen`; its test fails while a
 // committed file differs from what Render produces.
@@ -79,8 +80,37 @@ func cueProfiles() []byte {
 		a, c, builtins := simdevice.ProfileShape(p)
 		fmt.Fprintf(&b, "\t%q: {attributes: [%s], capacities: [%s], builtins: %t}\n", p, quoted(a, `"`), quoted(c, `"`), builtins)
 	}
+	b.WriteString("}\n\n")
+	fmt.Fprintf(&b, "// #MaxDevicesPerNode caps the devices one pool publishes on each node it targets (drivers/simdevice MaxDevicesPerNode).\n#MaxDevicesPerNode: %d\n\n", simdevice.MaxDevicesPerNode)
+	b.WriteString("// #ProfileDevices is how many devices each profile publishes for one physical device (a GPU and its partitions, a NIC port's virtual functions).\n#ProfileDevices: {\n")
+	for _, p := range simdevice.KnownProfiles {
+		fmt.Fprintf(&b, "\t%q: %d\n", p, simdevice.DevicesPerPhysical(p))
+	}
 	b.WriteString("}\n")
 	return b.Bytes()
+}
+
+// capRules are the CEL rules (rule, message, fieldPath) capping the devices a pool publishes per
+// node at simdevice.MaxDevicesPerNode, counted as simdevice's DevicesPerNode counts them: the
+// implicit group's deviceCount times its profile's devices per physical device (a conditional
+// chain over the profiles that publish more than one: no optional map lookup needed), or the sum
+// over deviceGroups of count × (1 + partitions).
+func capRules() [][3]string {
+	perPhysical := "1"
+	for _, p := range slices.Backward(simdevice.KnownProfiles) {
+		if n := simdevice.DevicesPerPhysical(p); n != 1 {
+			perPhysical = fmt.Sprintf("self.profile == '%s' ? %d : %s", p, n, perPhysical)
+		}
+	}
+	limit := simdevice.MaxDevicesPerNode
+	return [][3]string{
+		{fmt.Sprintf("has(self.deviceGroups) || !has(self.deviceCount) || self.deviceCount * (!has(self.profile) ? 1 : %s) <= %d", perPhysical, limit),
+			fmt.Sprintf("a pool publishes at most %d devices per node: deviceCount times the devices the profile makes of one physical device (a GPU's MIG or CPX partitions, a NIC port's virtual functions)", limit),
+			".deviceCount"},
+		{fmt.Sprintf("!has(self.deviceGroups) || self.deviceGroups.map(g, (has(g.count) ? g.count : 0) * (1 + (has(g.partitions) ? g.partitions : 0))).sum() <= %d", limit),
+			fmt.Sprintf("a pool publishes at most %d devices per node: the sum over deviceGroups of count × (1 + partitions)", limit),
+			".deviceGroups"},
+	}
 }
 
 // limitRules are the CEL rules on spec, one per profile and one without: the 2 built-ins
@@ -159,20 +189,39 @@ func patchCRD(name string, src []byte) ([]byte, error) {
 						indent, resourcev1.ResourceSliceMaxAttributesAndCapacitiesPerDevice),
 					fmt.Sprintf("%s  fieldPath: .attributes\n", indent))
 			}
-			for i+1 < len(lines) && strings.TrimSpace(lines[i+1]) != "# end generated" {
-				i++ // drop the previous rule
+			if i = skipGenerated(lines, i); i < 0 {
+				return nil, fmt.Errorf("%s: %q without \"# end generated\"", name, trimmed)
 			}
-			if i+1 == len(lines) {
+		case "device-cap":
+			for _, r := range capRules() {
+				out = append(out,
+					fmt.Sprintf("%s- rule: >-\n%s    %s\n", indent, indent, r[0]),
+					fmt.Sprintf("%s  message: %q\n", indent, r[1]),
+					fmt.Sprintf("%s  fieldPath: %s\n", indent, r[2]))
+			}
+			if i = skipGenerated(lines, i); i < 0 {
 				return nil, fmt.Errorf("%s: %q without \"# end generated\"", name, trimmed)
 			}
 		default:
 			return nil, fmt.Errorf("%s: unknown generated part %q", name, part)
 		}
 	}
-	for _, p := range []string{"profile-enum", "per-device-limit"} {
+	for _, p := range []string{"profile-enum", "per-device-limit", "device-cap"} {
 		if !found[p] {
 			return nil, fmt.Errorf("%s: marker \"# generated: %s\" is missing", name, p)
 		}
 	}
 	return []byte(strings.Join(out, "")), nil
+}
+
+// skipGenerated returns the index of the line before "# end generated" after line i (the
+// previous generated lines are dropped), or -1 when there is none.
+func skipGenerated(lines []string, i int) int {
+	for i+1 < len(lines) && strings.TrimSpace(lines[i+1]) != "# end generated" {
+		i++
+	}
+	if i+1 == len(lines) {
+		return -1
+	}
+	return i
 }

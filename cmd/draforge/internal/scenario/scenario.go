@@ -16,6 +16,7 @@ import (
 	"time"
 
 	cueerrors "cuelang.org/go/cue/errors"
+	"cuelang.org/go/cue/token"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -73,39 +74,62 @@ func Vet(filename string, src []byte) error {
 	return schemas.ValidateScenario(filename, src)
 }
 
-// Format renders a Vet error as one "file:line:col: message" line per problem (the first
-// position of each; further positions are appended as "(also file:line:col)"). Problems
-// without a position in the file (none expected: rules across fields get the position of the
-// value they check) are prefixed with filename.
+// Format renders a Vet error as one "file:line:col: path: message" line per problem, every
+// problem of every document, in file order (the first position of each; further positions are
+// appended as "(also file:line:col)"). A value outside an enum reads `unknown profile
+// "nvidia-h999" (valid: ...; closest: nvidia-gpu)` (schemas.ValidateScenario). Problems without
+// a position in the file (none expected: rules across fields get the position of the value
+// they check) are prefixed with filename.
 func Format(filename string, err error) string {
-	var lines []string
+	type line struct {
+		file     string
+		row, col int
+		text     string
+	}
+	var lines []line
 	for _, e := range cueerrors.Errors(err) {
 		format, args := e.Msg()
 		msg := fmt.Sprintf(format, args...)
-		if p := e.Path(); len(p) > 0 {
+		p := e.Path()
+		if len(p) > 0 && p[0] == "#Document" {
+			p = p[1:] // every document is checked against #Document: naming it says nothing
+		}
+		if len(p) > 0 {
 			msg = strings.Join(p, ".") + ": " + msg
 		}
-		var pos []string
+		var pos []token.Pos
 		for _, p := range cueerrors.Positions(e) {
 			if p.Filename() == "" || strings.HasPrefix(p.Filename(), "schemas/") {
 				continue // positions inside the embedded schema do not help the author
 			}
-			pos = append(pos, fmt.Sprintf("%s:%d:%d", p.Filename(), p.Line(), p.Column()))
+			pos = append(pos, p)
 		}
-		switch len(pos) {
-		case 0:
-			lines = append(lines, filename+": "+msg)
-		case 1:
-			lines = append(lines, pos[0]+": "+msg)
-		default:
-			lines = append(lines, pos[0]+": "+msg+" (also "+strings.Join(pos[1:], ", ")+")")
+		if len(pos) == 0 {
+			lines = append(lines, line{file: filename, text: filename + ": " + msg})
+			continue
 		}
+		l := line{file: pos[0].Filename(), row: pos[0].Line(), col: pos[0].Column()}
+		l.text = fmt.Sprintf("%s:%d:%d: %s", l.file, l.row, l.col, msg)
+		if len(pos) > 1 {
+			var also []string
+			for _, p := range pos[1:] {
+				also = append(also, fmt.Sprintf("%s:%d:%d", p.Filename(), p.Line(), p.Column()))
+			}
+			l.text += " (also " + strings.Join(also, ", ") + ")"
+		}
+		lines = append(lines, l)
 	}
 	if len(lines) == 0 {
 		return err.Error()
 	}
-	slices.Sort(lines)
-	return strings.Join(slices.Compact(lines), "\n")
+	slices.SortFunc(lines, func(a, b line) int {
+		return cmp.Or(cmp.Compare(a.file, b.file), cmp.Compare(a.row, b.row), cmp.Compare(a.col, b.col), cmp.Compare(a.text, b.text))
+	})
+	out := make([]string, 0, len(lines))
+	for _, l := range lines {
+		out = append(out, l.text)
+	}
+	return strings.Join(slices.Compact(out), "\n")
 }
 
 // Object is one decoded document and where it came from.
