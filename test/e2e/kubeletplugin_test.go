@@ -578,7 +578,7 @@ func TestKubeletPluginRefusesForeignDriverNames(t *testing.T) {
 		got := map[string]float64{sliced: refused(sliced, "foreign-slice"), socket: refused(socket, "socket"), outside: refused(outside, "not-allowed")}
 		return got[sliced] == 1 && got[socket] == 1 && got[outside] == 1, fmt.Sprintf("refused_drivers %v", got)
 	})
-	if n := refused(sim, ""); n != 0 {
+	if n := plugin.Metric(t, "draforge_kubelet_plugin_refused_drivers", `driver="`+sim+`"`); n != 0 {
 		t.Errorf("%s refused: %v", sim, n)
 	}
 	// Exactly its reasons: the socket name is allowed and has no foreign slice on this node.
