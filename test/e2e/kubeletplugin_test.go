@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -45,12 +46,20 @@ func newKubeletDirs(t *testing.T) kubeletDirs {
 	return kubeletDirs{filepath.Join(root, "plugins"), filepath.Join(root, "registry"), filepath.Join(root, "cdi")}
 }
 
-// startKubeletPlugin runs `draforge kubelet-plugin` for node with the dirs; it is killed at test end.
+const fpgaDriver = "fpga.sim.draforge.oaslananka"
+
+// startKubeletPlugin runs `draforge kubelet-plugin` for node with the dirs, allowed the driver
+// names the tests' pools use; it is killed at test end.
 func startKubeletPlugin(t *testing.T, kubeconfig, node string, d kubeletDirs) *controller {
+	t.Helper()
+	return startKubeletPluginFor(t, kubeconfig, node, d, simdevice.DefaultDriverName, netDriver, fpgaDriver)
+}
+
+func startKubeletPluginFor(t *testing.T, kubeconfig, node string, d kubeletDirs, driverNames ...string) *controller {
 	t.Helper()
 	return e2eutil.Run(t, e2eutil.ControllerSpec{Kubeconfig: kubeconfig, Subcommand: "kubelet-plugin",
 		Args: []string{"--node-name", node, "--plugins-dir", d.plugins, "--registry-dir", d.registry, "--cdi-dir", d.cdi,
-			"--health-interval", "1s"}})
+			"--health-interval", "1s", "--driver-names", strings.Join(driverNames, ",")}})
 }
 
 // fakeKubelet does what the kubelet's plugin manager and DRA manager do with a DRA plugin:
@@ -467,7 +476,7 @@ func TestKubeletPlugin(t *testing.T) {
 
 	// Drivers follow the pools: a pool with a new driver registers it; once the pool is gone
 	// (and the driver has nothing prepared) it is unregistered again.
-	const fpga = "fpga.sim.draforge.oaslananka"
+	const fpga = fpgaDriver
 	e.Apply(t, e.Namespace, newPool(e.Namespace, "fpgas", map[string]any{"deviceCount": int64(1), "deviceType": "fpga",
 		"driverName": fpga, "targetNodes": []any{node}}))
 	registerWith(t, dirs, fpga)
@@ -478,6 +487,154 @@ func TestKubeletPlugin(t *testing.T) {
 		_, err := os.Stat(filepath.Join(dirs.registry, fpga+"-reg.sock"))
 		return os.IsNotExist(err), fmt.Sprintf("registration socket of %s after its pool was deleted: %v", fpga, err)
 	})
+	if !plugin.Running() {
+		t.Fatalf("plugin exited: %s", plugin.Log())
+	}
+}
+
+// fakeRegistration is another vendor's kubelet plugin as the kubelet's plugin watcher sees it:
+// a registration socket answering GetInfo with its driver name.
+type fakeRegistration struct {
+	registerapi.UnimplementedRegistrationServer
+	name string
+}
+
+func (f fakeRegistration) GetInfo(context.Context, *registerapi.InfoRequest) (*registerapi.PluginInfo, error) {
+	return &registerapi.PluginInfo{Type: registerapi.DRAPlugin, Name: f.name, Endpoint: "/elsewhere/dra.sock",
+		SupportedVersions: []string{drapbv1.DRAPluginService}}, nil
+}
+
+func serveFakeRegistration(t *testing.T, path, driver string) {
+	t.Helper()
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := grpc.NewServer()
+	registerapi.RegisterRegistrationServer(s, fakeRegistration{name: driver})
+	go func() { _ = s.Serve(l) }()
+	t.Cleanup(s.Stop)
+}
+
+// foreignSlice publishes a ResourceSlice of driver on node as a real driver would: no DRAForge
+// label. It is deleted at test end.
+func foreignSlice(t *testing.T, e *env, name, driver, node string) {
+	t.Helper()
+	s := &resourcev1.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: resourcev1.ResourceSliceSpec{Driver: driver, NodeName: ptr.To(node),
+			Pool: resourcev1.ResourcePool{Name: node, Generation: 1, ResourceSliceCount: 1}, Devices: []resourcev1.Device{{Name: "gpu-0"}}}}
+	if _, err := e.Kube.ResourceV1().ResourceSlices().Create(t.Context(), s, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create ResourceSlice %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		_ = e.Kube.ResourceV1().ResourceSlices().Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
+}
+
+// TestKubeletPluginRefusesForeignDriverNames: beside pools of its own driver, the node has
+// pools naming drivers another plugin serves there (a registration socket of a running plugin,
+// slices that DRAForge did not publish) and one outside --driver-names. The plugin serves its
+// own name, refuses the others and says why (log, metric), never touches the other plugin's
+// socket, and re-judges a name at each registration: once the foreign slice is gone the name is
+// served, once one appears again it is unregistered.
+func TestKubeletPluginRefusesForeignDriverNames(t *testing.T) {
+	e := newEnv(t)
+	installCRDs(t, e)
+	ctx := t.Context()
+	node := "kpg-" + e.Namespace
+	if _, err := e.Kube.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.Kube.CoreV1().Nodes().Delete(context.Background(), node, metav1.DeleteOptions{}) })
+	const (
+		sliced  = "gpu.real-vendor.com"   // another driver publishes slices of it on the node
+		socket  = "nic.real-vendor.com"   // another plugin's registration socket is live
+		outside = "fpga.not-allowed.test" // not in --driver-names
+	)
+	sim := simdevice.DefaultDriverName
+	for name, driver := range map[string]string{"sims": sim, "sliced": sliced, "socket": socket, "outside": outside} {
+		e.Apply(t, e.Namespace, newPool(e.Namespace, name, map[string]any{"deviceCount": int64(1), "deviceType": "gpu",
+			"driverName": driver, "targetNodes": []any{node}}))
+	}
+	foreignSlice(t, e, "real-"+e.Namespace, sliced, node)
+	// A slice of the same driver on another node is no evidence about this one.
+	foreignSlice(t, e, "real-elsewhere-"+e.Namespace, socket, "elsewhere-"+e.Namespace)
+
+	dirs := newKubeletDirs(t)
+	if err := os.MkdirAll(dirs.registry, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	// The other vendor's plugin uses a rolling-update registration socket name.
+	realSock := filepath.Join(dirs.registry, socket+"-0123-reg.sock")
+	serveFakeRegistration(t, realSock, socket)
+	plugin := startKubeletPluginFor(t, e.Kubeconfig, node, dirs, sim, sliced, socket)
+
+	// Its own name is served.
+	registerWith(t, dirs, sim)
+	refused := func(driver, reason string) float64 {
+		return plugin.Metric(t, "draforge_kubelet_plugin_refused_drivers", `driver="`+driver+`"`, `reason="`+reason+`"`)
+	}
+	eventually(t, 20*time.Second, func() (bool, string) {
+		got := map[string]float64{sliced: refused(sliced, "foreign-slice"), socket: refused(socket, "socket"), outside: refused(outside, "not-allowed")}
+		return got[sliced] == 1 && got[socket] == 1 && got[outside] == 1, fmt.Sprintf("refused_drivers %v", got)
+	})
+	if n := plugin.Metric(t, "draforge_kubelet_plugin_refused_drivers", `driver="`+sim+`"`); n != 0 {
+		t.Errorf("%s refused: %v", sim, n)
+	}
+	// Exactly its reasons: the socket name is allowed and has no foreign slice on this node.
+	if n := refused(socket, "foreign-slice") + refused(socket, "not-allowed") + refused(sliced, "socket"); n != 0 {
+		t.Errorf("refusals with reasons that do not hold: %v", n)
+	}
+	// The log says which slice, which socket, which list.
+	log := plugin.Log()
+	for _, want := range []string{
+		"ResourceSlice real-" + e.Namespace + " of driver " + sliced + " on node " + node + " was not published by DRAForge",
+		"registration socket " + realSock + " is served by a running kubelet plugin of driver " + socket,
+		"driver name " + outside + " is not in --driver-names [" + sim + ", " + sliced + ", " + socket + "]",
+	} {
+		if !strings.Contains(log, want) {
+			t.Errorf("log lacks %q", want)
+		}
+	}
+	if n := strings.Count(log, "driver name refused"); n != 3 {
+		t.Errorf("%d refusal lines, want 3 (one per name, not one per pass):\n%s", n, log)
+	}
+	// Nothing registered for the refused names; the other plugin's socket is intact and answers.
+	for _, d := range []string{sliced, socket, outside} {
+		if _, err := os.Stat(filepath.Join(dirs.registry, d+"-reg.sock")); !os.IsNotExist(err) {
+			t.Errorf("registration socket of refused %s: %v", d, err)
+		}
+		if _, err := os.Stat(filepath.Join(dirs.plugins, d, "dra.sock")); !os.IsNotExist(err) {
+			t.Errorf("plugin socket of refused %s: %v", d, err)
+		}
+	}
+	info, err := registerapi.NewRegistrationClient(dialUnix(t, realSock)).GetInfo(ctx, &registerapi.InfoRequest{})
+	if err != nil || info.Name != socket {
+		t.Errorf("the other plugin's socket after the plugin started: %v %v", info, err)
+	}
+	if n := plugin.Metric(t, "draforge_kubelet_plugin_registered_drivers"); n != 1 {
+		t.Errorf("registered drivers %v, want 1 (%s)", n, sim)
+	}
+
+	// The foreign slice goes: the name is served (judged again at its registration).
+	if err := e.Kube.ResourceV1().ResourceSlices().Delete(ctx, "real-"+e.Namespace, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	registerWith(t, dirs, sliced)
+	if n := refused(sliced, "foreign-slice"); n != 0 {
+		t.Errorf("%s still counted as refused: %v", sliced, n)
+	}
+	// A foreign slice appears while the name is served: the plugin unregisters it.
+	foreignSlice(t, e, "real-again-"+e.Namespace, sliced, node)
+	eventually(t, 20*time.Second, func() (bool, string) {
+		_, err := os.Stat(filepath.Join(dirs.registry, sliced+"-reg.sock"))
+		return os.IsNotExist(err) && refused(sliced, "foreign-slice") == 1, fmt.Sprintf("registration socket of %s: %v", sliced, err)
+	})
+	if !strings.Contains(plugin.Log(), "ResourceSlice real-again-"+e.Namespace) {
+		t.Error("the unregistration does not name the slice")
+	}
+	// Its own name is untouched by all this.
+	registerWith(t, dirs, sim)
 	if !plugin.Running() {
 		t.Fatalf("plugin exited: %s", plugin.Log())
 	}

@@ -55,7 +55,7 @@ func TestKubeletPluginDaemonSet(t *testing.T) {
 	want := map[string]string{
 		"runtime-address": ":8083", "node-name": "$(NODE_NAME)",
 		"plugins-dir": "/var/lib/kubelet/plugins", "registry-dir": "/var/lib/kubelet/plugins_registry", "cdi-dir": "/var/run/cdi",
-		"health-interval": "10s", "log-level": "info", "readiness-timeout": "2s", "readiness-grace-period": "15s", "shutdown-timeout": "5s",
+		"health-interval": "10s", "log-level": "info", "driver-names": "sim.draforge.oaslananka", "readiness-timeout": "2s", "readiness-grace-period": "15s", "shutdown-timeout": "5s",
 	}
 	if got := flags(t, c.Args[1:]); !maps.Equal(got, want) {
 		t.Errorf("args:\n got %v\nwant %v", got, want)
@@ -115,6 +115,7 @@ func TestKubeletPluginDaemonSet(t *testing.T) {
 		"draforge.oaslananka|simulateddevicepools": {"list", "watch"},
 		"|nodes":                                {"list", "watch"},
 		"resource.k8s.io|resourceclaims":        {"get"},
+		"resource.k8s.io|resourceslices":        {"list", "watch"},
 		"resource.k8s.io|resourceclaims/status": {"patch"},
 		"resource.k8s.io|resourceclaims/driver#sim.draforge.oaslananka": {"associated-node:patch"},
 		"|namespaces": {"list"},
@@ -143,6 +144,15 @@ func TestKubeletPluginDaemonSet(t *testing.T) {
 	f := flags(t, ds.Spec.Template.Spec.Containers[0].Args[1:])
 	if f["plugins-dir"] != "/data/kubelet/plugins" || f["registry-dir"] != "/data/kubelet/plugins_registry" || f["cdi-dir"] != "/etc/cdi" {
 		t.Errorf("custom dirs: %v", f)
+	}
+	// The binary enforces the list too: empty is any name ("*").
+	if f["driver-names"] != "*" {
+		t.Errorf("driverNames empty: --driver-names=%q, want *", f["driver-names"])
+	}
+	ds = into[appsv1.DaemonSet](t, render(t, "--set", "kubeletPlugin.enabled=true",
+		"--set", "kubeletPlugin.driverNames={sim.draforge.oaslananka,net.sim.draforge.oaslananka}").get(t, "DaemonSet", kubeletPluginName))
+	if f := flags(t, ds.Spec.Template.Spec.Containers[0].Args[1:]); f["driver-names"] != "sim.draforge.oaslananka,net.sim.draforge.oaslananka" {
+		t.Errorf("two driverNames: --driver-names=%q", f["driver-names"])
 	}
 	for _, rule := range into[rbacv1.ClusterRole](t, r.get(t, "ClusterRole", kubeletPluginName)).Rules {
 		if slices.Contains(rule.Resources, "resourceclaims/driver") && len(rule.ResourceNames) != 0 {

@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/draforge/draforge/cmd/draforge/internal/kubeletplugin"
+	"github.com/draforge/draforge/drivers/simdevice"
 	"github.com/draforge/draforge/engine"
 	"github.com/draforge/draforge/engine/health"
 	"github.com/draforge/draforge/engine/logging"
@@ -29,6 +30,7 @@ type kubeletPluginOptions struct {
 	registryDir    string
 	cdiDir         string
 	healthInterval time.Duration
+	driverNames    []string
 	lifecycle
 }
 
@@ -43,7 +45,13 @@ name the SimulatedDevicePools targeting the node use, it registers with the kube
 claim writes a CDI spec to --cdi-dir that injects DRAFORGE_* environment variables describing
 each device, records it in --plugins-dir/<driver>/checkpoint.json and writes the claim's
 status.devices; unpreparing undoes that. Device health (the pools' "unhealthy" faults) goes to
-the kubelet's DRA health API.`,
+the kubelet's DRA health API.
+
+It serves only the driver names in --driver-names, and refuses a name another plugin serves on
+the node: a socket of that name in --registry-dir or --plugins-dir/<driver> that it did not
+create, or a ResourceSlice of that driver on the node without DRAForge's labels. A refused
+name is logged and counted in draforge_kubelet_plugin_refused_drivers; the other names are
+still served.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runKubeletPlugin(cmd.Context(), kf, o) },
 	}
@@ -55,6 +63,8 @@ the kubelet's DRA health API.`,
 	f.StringVar(&o.registryDir, "registry-dir", "/var/lib/kubelet/plugins_registry", "the kubelet's plugin registration directory")
 	f.StringVar(&o.cdiDir, "cdi-dir", "/var/run/cdi", "the container runtime's CDI spec directory")
 	f.DurationVar(&o.healthInterval, "health-interval", 10*time.Second, "how often device health is re-sent to the kubelet while nothing changes (the kubelet treats 30s without a report as unknown)")
+	f.StringSliceVar(&o.driverNames, "driver-names", []string{simdevice.DefaultDriverName},
+		`the DRA driver names it may serve, comma-separated ("*": any); a pool naming another driver is not served on this node`)
 	o.lifecycle.addFlags(f, "graceful shutdown limit after SIGINT/SIGTERM")
 	return cmd
 }
@@ -99,8 +109,8 @@ func runKubeletPlugin(ctx context.Context, kf *kubeFlags, o *kubeletPluginOption
 	plugin := engine.PluginFunc(func(ctx context.Context) error {
 		return kubeletplugin.Run(ctx, kubeletplugin.Config{NodeName: o.nodeName, Kube: kube, Dynamic: dyn,
 			PluginsDir: o.pluginsDir, RegistryDir: o.registryDir, CDIDir: o.cdiDir, HealthInterval: o.healthInterval,
-			Log: log, Ready: registered.Store, Metrics: m})
+			Log: log, Ready: registered.Store, Metrics: m, DriverNames: o.driverNames})
 	})
-	log.Info().Str("node", o.nodeName).Str("address", o.addr).Msg("kubelet plugin starting")
+	log.Info().Str("node", o.nodeName).Str("address", o.addr).Strs("driverNames", o.driverNames).Msg("kubelet plugin starting")
 	return runPlugins(ctx, log, o.shutdownWithin+time.Second, nil, srv, plugin)
 }

@@ -50,10 +50,13 @@ type snapshot map[string]map[string]*device
 // the node has, with simdevice.DesiredSlices, the function the controller publishes them with:
 // what the plugin prepares is exactly what the slices offered.
 type inventory struct {
-	node      string
-	log       zerolog.Logger
-	pools     cache.SharedIndexInformer
-	nodes     cache.SharedIndexInformer
+	node  string
+	log   zerolog.Logger
+	pools cache.SharedIndexInformer
+	nodes cache.SharedIndexInformer
+	// slices are the ResourceSlices whose spec.nodeName is this node, for the guard: another
+	// driver's slices here mean that driver serves its name on the node.
+	slices    cache.SharedIndexInformer
 	mu        sync.Mutex
 	computing sync.Mutex
 	snap      snapshot
@@ -66,6 +69,9 @@ func newInventory(node string, kube kubernetes.Interface, dyn dynamic.Interface,
 	inv.nodes = informers.NewSharedInformerFactoryWithOptions(kube, 10*time.Minute, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 		o.FieldSelector = fields.OneTermEqualSelector("metadata.name", node).String()
 	})).Core().V1().Nodes().Informer()
+	inv.slices = informers.NewSharedInformerFactoryWithOptions(kube, 10*time.Minute, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", node).String()
+	})).Resource().V1().ResourceSlices().Informer()
 	h := cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { inv.recompute() },
 		UpdateFunc: func(any, any) { inv.recompute() },
@@ -73,6 +79,7 @@ func newInventory(node string, kube kubernetes.Interface, dyn dynamic.Interface,
 	}
 	_, _ = inv.pools.AddEventHandler(h)
 	_, _ = inv.nodes.AddEventHandler(h)
+	_, _ = inv.slices.AddEventHandler(h) // wakes the registration loop, which runs the guard
 	return inv
 }
 
@@ -80,8 +87,9 @@ func newInventory(node string, kube kubernetes.Interface, dyn dynamic.Interface,
 func (inv *inventory) run(ctx context.Context) error {
 	go inv.pools.Run(ctx.Done())
 	go inv.nodes.Run(ctx.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), inv.pools.HasSynced, inv.nodes.HasSynced) {
-		return fmt.Errorf("SimulatedDevicePool and Node %s caches did not sync: %w", inv.node, context.Cause(ctx))
+	go inv.slices.Run(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), inv.pools.HasSynced, inv.nodes.HasSynced, inv.slices.HasSynced) {
+		return fmt.Errorf("SimulatedDevicePool, Node %s and its ResourceSlice caches did not sync: %w", inv.node, context.Cause(ctx))
 	}
 	inv.recompute()
 	return nil
@@ -165,6 +173,18 @@ func devicesOn(node *corev1.Node, pools []*simdevice.Pool, log zerolog.Logger) s
 		}
 	}
 	return snap
+}
+
+// nodeSlices lists the ResourceSlices on this node, for the guard.
+func (inv *inventory) nodeSlices() []nodeSlice {
+	var out []nodeSlice
+	for _, o := range inv.slices.GetStore().List() {
+		if s, ok := o.(*resourcev1.ResourceSlice); ok && s.Spec.NodeName != nil && *s.Spec.NodeName == inv.node {
+			out = append(out, nodeSlice{Name: s.Name, Driver: s.Spec.Driver, Ours: s.Labels[simdevice.LabelSDPUID] != ""})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
 }
 
 // drivers returns the driver names the snapshot's devices use, sorted.

@@ -238,12 +238,14 @@ func TestCDISpecAndEnv(t *testing.T) {
 
 func TestConfigValidate(t *testing.T) {
 	err := (&Config{PluginsDir: "rel", RegistryDir: "/r", CDIDir: "/c"}).validate()
-	for _, want := range []string{"node name is required", `--plugins-dir must be an absolute path, got "rel"`, "--health-interval must be positive"} {
+	for _, want := range []string{"node name is required", `--plugins-dir must be an absolute path, got "rel"`, "--health-interval must be positive",
+		"--driver-names must name at least one driver"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("want %q in %v", want, err)
 		}
 	}
-	if err := (&Config{NodeName: "n", PluginsDir: "/p", RegistryDir: "/r", CDIDir: "/c", HealthInterval: time.Second}).validate(); err != nil {
+	if err := (&Config{NodeName: "n", PluginsDir: "/p", RegistryDir: "/r", CDIDir: "/c", HealthInterval: time.Second,
+		DriverNames: []string{"sim.example.com"}}).validate(); err != nil {
 		t.Error(err)
 	}
 }

@@ -7,6 +7,8 @@ type Metrics struct {
 	operations *prometheus.CounterVec
 	prepared   *prometheus.GaugeVec
 	registered prometheus.Gauge
+	refused    *prometheus.GaugeVec
+	refusedNow map[refusalKey]bool // the series set by the last setRefused (the Run loop's only)
 }
 
 // NewMetrics registers the series on r.
@@ -19,8 +21,12 @@ func NewMetrics(r prometheus.Registerer) (*Metrics, error) {
 			Help: "Claims currently prepared on this node (in the checkpoint), by driver."}, []string{"driver"}),
 		registered: prometheus.NewGauge(prometheus.GaugeOpts{Name: "draforge_kubelet_plugin_registered_drivers",
 			Help: "Drivers registered with the kubelet by this process."}),
+		refused: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "draforge_kubelet_plugin_refused_drivers",
+			Help: "1 for each driver name the node's pools (or a checkpoint) want that this process refuses to serve, by driver and reason: " +
+				"not-allowed (not in --driver-names), socket (another plugin's socket of that name on the node), foreign-slice " +
+				"(a ResourceSlice of that driver on the node that DRAForge did not publish)."}, []string{"driver", "reason"}),
 	}
-	for _, c := range []prometheus.Collector{m.operations, m.prepared, m.registered} {
+	for _, c := range []prometheus.Collector{m.operations, m.prepared, m.registered, m.refused} {
 		if err := r.Register(c); err != nil {
 			return nil, err
 		}
@@ -55,4 +61,29 @@ func (m *Metrics) forget(driver string) {
 	if m != nil {
 		m.prepared.DeleteLabelValues(driver)
 	}
+}
+
+// refusalKey is one series of draforge_kubelet_plugin_refused_drivers.
+type refusalKey struct {
+	driver string
+	reason refusalReason
+}
+
+// setRefused makes the refused series exactly now's: new ones set, gone ones deleted (never
+// all reset first, so a scrape never sees a refusal vanish and come back).
+func (m *Metrics) setRefused(now []refusalKey) {
+	if m == nil {
+		return
+	}
+	next := map[refusalKey]bool{}
+	for _, k := range now {
+		next[k] = true
+		m.refused.WithLabelValues(k.driver, string(k.reason)).Set(1)
+	}
+	for k := range m.refusedNow {
+		if !next[k] {
+			m.refused.DeleteLabelValues(k.driver, string(k.reason))
+		}
+	}
+	m.refusedNow = next
 }
