@@ -114,9 +114,13 @@ func TestDecodeRejects(t *testing.T) {
 		"bad duration": `{spec: {prefix: n, count: 1, statusReportInterval: soon}}`,
 		"no spec":      `{metadata: {name: x}}`,
 		"count type":   `{spec: {prefix: n, count: "two"}}`,
+		"too many":     `{spec: {prefix: n, count: 10001}}`,
 	} {
 		if _, err := decodeYAML(t, src); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
+	}
+	if s, err := decodeYAML(t, `{spec: {prefix: n, count: 10000}}`); err != nil || s.Count != MaxNodes {
+		t.Errorf("count 10000 (MaxNodes): %v", err)
 	}
 }
