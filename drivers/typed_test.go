@@ -80,7 +80,7 @@ func TestTypedCachesShareObjects(t *testing.T) {
 		pod.UID != "pod-uid" || pod.Labels["app"] != "a" {
 		t.Errorf("pod lost fields it needs: %+v", pod)
 	}
-	if got, ok := engine.Typed[corev1.Pod](o); !ok || got.Spec.NodeName != node || got.Spec.Containers != nil || got.Status.Phase != "" ||
+	if got, ok := engine.Typed[corev1.Pod](o); !ok || got.Spec.NodeName != node || got.Spec.Containers != nil || got.Status.Phase != corev1.PodRunning ||
 		len(got.Spec.ResourceClaims) != 1 || got.Namespace != "ns" {
 		t.Errorf("Typed expanded the cached pod to %+v", got)
 	}

@@ -9,3 +9,9 @@ import "embed"
 //
 //go:embed *.cue
 var FS embed.FS
+
+// Names are the machines the controller runs, one per embedded file (engine/machine's tests
+// keep the two equal). Its drivers and the orphan-slice sweeper exist to serve them, so a
+// --machines directory, which replaces the embedded files, must declare each of them: without
+// the pool machine, say, the controller would report Ready and never publish a slice.
+var Names = []string{"claim", "node", "pod", "pool"}

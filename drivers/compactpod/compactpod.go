@@ -17,7 +17,11 @@ import (
 type Pod struct {
 	metav1.TypeMeta
 	metav1.ObjectMeta
-	NodeName              string
+	NodeName string
+	// Phase is status.phase, for the serve views: doctor's DRA010 skips pods in a terminal
+	// phase, whose generated claims Kubernetes deletes. One of the constant strings (no
+	// allocation per pod).
+	Phase                 corev1.PodPhase
 	ResourceClaims        []corev1.PodResourceClaim
 	ResourceClaimStatuses []corev1.PodResourceClaimStatus
 	// Scheduled is the PodScheduled condition, kept only for allocation pods (its message says
@@ -34,9 +38,21 @@ func From(p *corev1.Pod) *Pod {
 			Labels: p.Labels, OwnerReferences: p.OwnerReferences, DeletionTimestamp: p.DeletionTimestamp,
 		},
 		NodeName:              p.Spec.NodeName,
+		Phase:                 internPhase(p.Status.Phase),
 		ResourceClaims:        p.Spec.ResourceClaims,
 		ResourceClaimStatuses: p.Status.ResourceClaimStatuses,
 	}
+}
+
+// internPhase returns the package constant equal to phase, so cached pods share its bytes
+// instead of each holding the decoder's copy; an unknown phase is kept as it is.
+func internPhase(phase corev1.PodPhase) corev1.PodPhase {
+	for _, known := range []corev1.PodPhase{corev1.PodPending, corev1.PodRunning, corev1.PodSucceeded, corev1.PodFailed, corev1.PodUnknown} {
+		if phase == known {
+			return known
+		}
+	}
+	return phase
 }
 
 // Expand returns a new API Pod with the kept fields, deep-copied (a caller may change it).
@@ -44,6 +60,7 @@ func (p *Pod) Expand() *corev1.Pod {
 	out := &corev1.Pod{TypeMeta: p.TypeMeta}
 	p.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
 	out.Spec.NodeName = p.NodeName
+	out.Status.Phase = p.Phase
 	for _, rc := range p.ResourceClaims {
 		out.Spec.ResourceClaims = append(out.Spec.ResourceClaims, *rc.DeepCopy())
 	}

@@ -29,7 +29,7 @@ func TestExpandKeepsWhatIsRead(t *testing.T) {
 	got := c.Expand()
 	want := pod()
 	want.Spec = corev1.PodSpec{NodeName: "n1", ResourceClaims: want.Spec.ResourceClaims}
-	want.Status = corev1.PodStatus{ResourceClaimStatuses: want.Status.ResourceClaimStatuses}
+	want.Status = corev1.PodStatus{Phase: corev1.PodRunning, ResourceClaimStatuses: want.Status.ResourceClaimStatuses}
 	if !equality.Semantic.DeepEqual(got, want) {
 		t.Fatalf("Expand = %+v, want %+v", got, want)
 	}

@@ -37,6 +37,11 @@ const (
 	AnnotationStatusReportInterval = "draforge.oaslananka/status-report-interval"
 )
 
+// MaxNodes is the most nodes one SimulatedNodes document (and so one `draforge nodes` command)
+// declares, by count or by names: the schema's bound (schemas/scenario.cue #SimulatedNodes),
+// twice the bench's 5,000 nodes. More nodes take several documents or commands (--start).
+const MaxNodes = 10000
+
 // DefaultAllocatable is what a node offers when the document names nothing (the bench's nodes).
 var DefaultAllocatable = corev1.ResourceList{
 	corev1.ResourceCPU:    resource.MustParse("64"),
@@ -91,6 +96,9 @@ func (s Spec) check() error {
 	}
 	if (s.Count > 0) == (len(s.Names) > 0) {
 		return fmt.Errorf("exactly one of count or names must be set")
+	}
+	if s.Count > MaxNodes || len(s.Names) > MaxNodes {
+		return fmt.Errorf("%d nodes: at most %d per document", max(s.Count, len(s.Names)), MaxNodes)
 	}
 	for k, v := range s.Allocatable {
 		if _, err := resource.ParseQuantity(v); err != nil {

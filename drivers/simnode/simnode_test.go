@@ -2,6 +2,7 @@ package simnode
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -104,19 +105,25 @@ func TestNamesAndDefaults(t *testing.T) {
 	}
 }
 
+// TestDecodeRejects: each bad spec is refused for its own reason (the prefix is "node": an
+// unquoted n is a YAML boolean, which would make every case fail on the prefix alone).
 func TestDecodeRejects(t *testing.T) {
-	for name, src := range map[string]string{
-		"both":         `{spec: {prefix: n, count: 2, names: [a]}}`,
-		"neither":      `{spec: {prefix: n}}`,
-		"no prefix":    `{spec: {count: 1}}`,
-		"quantity":     `{spec: {prefix: n, count: 1, allocatable: {cpu: lots}}}`,
-		"short renew":  `{spec: {prefix: n, count: 1, leaseRenewInterval: 10ms}}`,
-		"bad duration": `{spec: {prefix: n, count: 1, statusReportInterval: soon}}`,
-		"no spec":      `{metadata: {name: x}}`,
-		"count type":   `{spec: {prefix: n, count: "two"}}`,
+	for name, c := range map[string]struct{ src, want string }{
+		"both":         {`{spec: {prefix: node, count: 2, names: [a]}}`, "exactly one of count or names"},
+		"neither":      {`{spec: {prefix: node}}`, "exactly one of count or names"},
+		"no prefix":    {`{spec: {count: 1}}`, "prefix is required"},
+		"quantity":     {`{spec: {prefix: node, count: 1, allocatable: {cpu: lots}}}`, "allocatable cpu"},
+		"short renew":  {`{spec: {prefix: node, count: 1, leaseRenewInterval: 10ms}}`, `interval "10ms"`},
+		"bad duration": {`{spec: {prefix: node, count: 1, statusReportInterval: soon}}`, `interval "soon"`},
+		"no spec":      {`{metadata: {name: x}}`, ""},
+		"count type":   {`{spec: {prefix: node, count: "two"}}`, "cannot unmarshal string"},
+		"too many":     {`{spec: {prefix: node, count: 10001}}`, "10001 nodes: at most 10000 per document"},
 	} {
-		if _, err := decodeYAML(t, src); err == nil {
-			t.Errorf("%s: accepted", name)
+		if _, err := decodeYAML(t, c.src); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error containing %q", name, err, c.want)
 		}
+	}
+	if s, err := decodeYAML(t, `{spec: {prefix: node, count: 10000}}`); err != nil || s.Count != MaxNodes {
+		t.Errorf("count 10000 (MaxNodes): %v", err)
 	}
 }

@@ -3,6 +3,7 @@ package machine
 import (
 	"cmp"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -67,8 +68,33 @@ func Default(known Names) ([]*Machine, error) {
 }
 
 // LoadDir loads every *.cue file in dir, e.g. a --machines override or a mounted ConfigMap.
+// A missing directory, a file that is not one, or a directory without *.cue files is an error
+// naming dir: fs.Glob ignores I/O errors, so without this check they would load no machine.
 func LoadDir(dir string, known Names) ([]*Machine, error) {
+	info, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, fmt.Errorf("%s: no such directory", dir)
+	case err != nil:
+		return nil, err // *fs.PathError names dir
+	case !info.IsDir():
+		return nil, fmt.Errorf("%s: not a directory", dir)
+	}
+	if _, err := os.ReadDir(dir); err != nil {
+		return nil, err // unreadable: *fs.PathError names dir
+	}
 	return load(os.DirFS(dir), dir, known)
+}
+
+// Missing returns the names in want that no machine of ms has, in want's order.
+func Missing(ms []*Machine, want []string) []string {
+	var out []string
+	for _, name := range want {
+		if !slices.ContainsFunc(ms, func(m *Machine) bool { return m.Name == name }) {
+			out = append(out, name)
+		}
+	}
+	return out
 }
 
 // Load loads and validates every *.cue file at the top of files. It returns all problems
@@ -103,6 +129,11 @@ func load(files fs.FS, prefix string, known Names) ([]*Machine, error) {
 	names, err := fs.Glob(files, "*.cue")
 	if err != nil {
 		return nil, err
+	}
+	if len(names) == 0 {
+		// Loading nothing is never what was meant: a controller without machines reports
+		// Ready and reconciles nothing.
+		return nil, fmt.Errorf("%s: no machine files (*.cue)", cmp.Or(prefix, "."))
 	}
 	slices.Sort(names)
 	var out []*Machine
@@ -291,13 +322,14 @@ func (l *loader) file(files fs.FS, name, display string) (out []*Machine) {
 			l.errorf(display, it.Value().Pos(), "unexpected top-level field %s: machine files declare only machine: <name>: {...}", it.Selector())
 			continue
 		}
-		found = true
 		ms, err := it.Value().Fields()
 		if err != nil {
 			l.errorf(display, it.Value().Pos(), "machine must be a struct of machines by name")
+			found = true // reported
 			continue
 		}
 		for ms.Next() {
+			found = true
 			if m := l.machine(display, ms.Selector().Unquoted(), ms.Value()); m != nil {
 				out = append(out, m)
 			}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -157,6 +158,59 @@ func TestDefault(t *testing.T) {
 		if m.NoTransitionEvents != (m.Name == "pod") {
 			t.Errorf("machine %s: NoTransitionEvents %v", m.Name, m.NoTransitionEvents)
 		}
+	}
+}
+
+// TestDefaultIsEveryRequiredMachine: machines.Names, what a --machines directory must declare,
+// is exactly the embedded machines.
+func TestDefaultIsEveryRequiredMachine(t *testing.T) {
+	ms, err := Default(knownNames)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, m := range ms {
+		got = append(got, m.Name)
+	}
+	if !slices.Equal(got, machines.Names) {
+		t.Errorf("embedded machines %v, machines.Names %v", got, machines.Names)
+	}
+	if miss := Missing(ms, machines.Names); miss != nil {
+		t.Errorf("Missing(Default) = %v", miss)
+	}
+	if miss := Missing(ms[1:3], machines.Names); !slices.Equal(miss, []string{"claim", "pool"}) {
+		t.Errorf("Missing(node, pod) = %v, want [claim pool]", miss)
+	}
+}
+
+// TestLoadDirLoadsNothing: a directory that would load no machine is an error naming it,
+// never an empty list.
+func TestLoadDirLoadsNothing(t *testing.T) {
+	empty := t.TempDir()
+	onlyOther := t.TempDir()
+	if err := os.WriteFile(filepath.Join(onlyOther, "README.md"), []byte("not a machine"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(onlyOther, "README.md")
+	noMachine := t.TempDir()
+	src := "package machines\n\nmachine: {}\n"
+	if err := os.WriteFile(filepath.Join(noMachine, "x.cue"), []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ dir, want string }{
+		{filepath.Join(empty, "missing"), filepath.Join(empty, "missing") + ": no such directory"},
+		{file, file + ": not a directory"},
+		{empty, empty + ": no machine files (*.cue)"},
+		{onlyOther, onlyOther + ": no machine files (*.cue)"},
+		{noMachine, filepath.Join(noMachine, "x.cue") + ":1:1: no machine declared"},
+	} {
+		ms, err := LoadDir(c.dir, knownNames)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("LoadDir(%s) = %d machines, %v; want an error containing %q", c.dir, len(ms), err, c.want)
+		}
+	}
+	if _, err := Load(fstest.MapFS{}, knownNames); err == nil || !strings.Contains(err.Error(), "no machine files") {
+		t.Errorf("Load of an empty FS: %v", err)
 	}
 }
 

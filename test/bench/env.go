@@ -460,7 +460,10 @@ func (e *Env) CreateClaims(ctx context.Context, ns, prefix, class string, n int)
 type Controller struct {
 	Name string
 	Addr string
-	Log  string
+	// DebugAddr is its --debug-address (Go profiles), a free loopback port: bench controllers
+	// run side by side, and the default port would collide.
+	DebugAddr string
+	Log       string
 	// Pid is the process id (for /proc readings).
 	Pid int
 	e   *Env
@@ -482,10 +485,14 @@ func (e *Env) StartControllerWith(ctx context.Context, kubeconfig string, args .
 	if err != nil {
 		return nil, err
 	}
+	debugAddr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
 	// --allocator simulator: the bench's controller phases measure the simulator's own
 	// allocator (kube-scheduler runs only where its side is measured; template claims of the
 	// workloads phase are kube-scheduler's in either mode).
-	argv := []string{e.Bin, "controller", "--kubeconfig", kubeconfig, "--runtime-address", addr,
+	argv := []string{e.Bin, "controller", "--kubeconfig", kubeconfig, "--runtime-address", addr, "--debug-address", debugAddr,
 		"--kube-api-qps", strconv.Itoa(QPS), "--kube-api-burst", strconv.Itoa(Burst), "--allocator", "simulator"}
 	if os.Getenv(ProfileDirEnv) != "" {
 		argv = append(argv, "--profiling")
@@ -495,7 +502,7 @@ func (e *Env) StartControllerWith(ctx context.Context, kubeconfig string, args .
 	if err != nil {
 		return nil, err
 	}
-	c := &Controller{Name: name, Addr: addr, Log: p.Log, Pid: p.Pid, e: e}
+	c := &Controller{Name: name, Addr: addr, DebugAddr: debugAddr, Log: p.Log, Pid: p.Pid, e: e}
 	if dir := os.Getenv(ProfileDirEnv); dir != "" {
 		go c.profile(ctx, dir)
 	}
@@ -516,7 +523,7 @@ const ProfileDirEnv = "DRAFORGE_BENCH_PROFILE_DIR"
 
 // profile saves the controller's CPU profile in 5 s pieces until it stops.
 func (c *Controller) profile(ctx context.Context, dir string) {
-	saveProfiles(ctx, dir, c.Name, httpGetter(&http.Client{Timeout: 30 * time.Second}, "http://"+c.Addr), nil)
+	saveProfiles(ctx, dir, c.Name, httpGetter(&http.Client{Timeout: 30 * time.Second}, "http://"+c.DebugAddr), nil)
 }
 
 // Stop ends the controller (SIGTERM, then SIGKILL after 10s).

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -21,11 +22,26 @@ import (
 // related Lease applied server-side with a MicroTime renewTime and an owner reference, renewed
 // by a timer on the related object's field (its changes re-enqueue the ConfigMap) (ticker);
 // a finalizer added and, on deletion, removed by the generic finalizer actions (latch); a
-// Node's Ready heartbeat merged into its conditions (beacon).
+// Node's Ready heartbeat merged into its conditions (beacon). A --machines directory replaces
+// the embedded machines and must declare every one the controller runs, so the directory is
+// the CUE-only machines beside copies of machines/*.cue.
 func TestMachineCUEOnly(t *testing.T) {
 	e := newEnv(t)
 	e.Setup(t)
-	startController(t, "--machines", filepath.Join(repoRoot(), "test", "e2e", "testdata", "cueonly"))
+	dir := t.TempDir()
+	for _, src := range []string{filepath.Join(repoRoot(), "machines"), filepath.Join(repoRoot(), "test", "e2e", "testdata", "cueonly")} {
+		files, _ := filepath.Glob(filepath.Join(src, "*.cue"))
+		for _, f := range files {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, filepath.Base(f)), b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	startController(t, "--machines", dir)
 	ctx := t.Context()
 	cms := e.Kube.CoreV1().ConfigMaps(e.Namespace)
 	mk := func(name string, labelled bool) *corev1.ConfigMap {

@@ -90,6 +90,11 @@ func TestServe(t *testing.T) {
 	e := newEnv(t)
 	e.Setup(t)
 	ctrl := startController(t)
+	// The history endpoint is on the loopback --debug-address only, not on the runtime address
+	// the chart's Service exposes.
+	if code, body := ctrl.Get("/debug/machines/node/any"); code != http.StatusNotFound {
+		t.Errorf("runtime address serves /debug/machines: %d %s", code, body)
+	}
 	src, err := os.ReadFile("../../examples/scenarios/basic-gpu.yaml")
 	if err != nil {
 		t.Fatal(err)
@@ -97,7 +102,7 @@ func TestServe(t *testing.T) {
 	docs := decodeDocs(t, src)
 	// Registered after the controller's cleanup, so it runs first and the finalizers go away.
 	t.Cleanup(func() { e.DeleteDocs(t, docs) })
-	srv := startServe(t, "--controller-url", "http://"+ctrl.Addr, "--doctor-interval", "1h", "--shutdown-timeout", "2s")
+	srv := startServe(t, "--controller-url", "http://"+ctrl.DebugAddr, "--doctor-interval", "1h", "--shutdown-timeout", "2s")
 
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()

@@ -93,6 +93,9 @@ func TestUpgradeRollbackFromPreviousRelease(t *testing.T) {
 		if bin == cur {
 			// The previous release predates --allocator (it always allocated standalone claims itself).
 			spec.Args = []string{allocatorFlag, "simulator"}
+		} else {
+			// ... and --debug-address (its debug endpoints share the runtime address).
+			spec.NoDebugAddress = true
 		}
 		return e2eutil.Run(t, spec), p
 	}

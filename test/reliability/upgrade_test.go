@@ -25,7 +25,8 @@ import (
 func v2Machines(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	for _, n := range []string{"claim.cue", "pool.cue"} {
+	// Every machine the controller runs: a --machines directory replaces the embedded ones.
+	for _, n := range []string{"claim.cue", "node.cue", "pod.cue", "pool.cue"} {
 		b, err := os.ReadFile(filepath.Join(e2eutil.RepoRoot(), "machines", n))
 		if err != nil {
 			t.Fatal(err)

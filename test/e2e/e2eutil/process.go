@@ -92,12 +92,16 @@ func FreeAddr(t testing.TB) string {
 
 // Controller is a running `draforge controller` (or `draforge serve`) process.
 type Controller struct {
-	Cmd     *exec.Cmd
-	Addr    string
-	Exited  chan struct{}
-	ExitErr error
-	log     *bytes.Buffer
-	logMu   *sync.Mutex
+	Cmd  *exec.Cmd
+	Addr string
+	// DebugAddr is the controller's --debug-address (/debug/machines, /debug/pprof/), a free
+	// loopback port: the default one would collide between controllers on one host. Empty for
+	// other subcommands and with NoDebugAddress.
+	DebugAddr string
+	Exited    chan struct{}
+	ExitErr   error
+	log       *bytes.Buffer
+	logMu     *sync.Mutex
 }
 
 // ControllerSpec says how to run a controller.
@@ -112,6 +116,8 @@ type ControllerSpec struct {
 	Subcommand string
 	// AddrFlag is the listen-address flag, "--runtime-address" when empty ("--address" for serve).
 	AddrFlag string
+	// NoDebugAddress passes no --debug-address to a controller: for binaries older than the flag.
+	NoDebugAddress bool
 }
 
 // StartController runs `draforge controller` against kubeconfig; it is killed at test end.
@@ -134,8 +140,12 @@ func Run(t *testing.T, spec ControllerSpec) *Controller {
 	}
 	addr := FreeAddr(t)
 	c := &Controller{Addr: addr, log: &bytes.Buffer{}, logMu: &sync.Mutex{}, Exited: make(chan struct{})}
-	c.Cmd = exec.Command(spec.Bin, append([]string{spec.Subcommand, "--kubeconfig", spec.Kubeconfig,
-		spec.AddrFlag, addr, "--log-level", "debug"}, spec.Args...)...)
+	args := []string{spec.Subcommand, "--kubeconfig", spec.Kubeconfig, spec.AddrFlag, addr, "--log-level", "debug"}
+	if spec.Subcommand == "controller" && !spec.NoDebugAddress {
+		c.DebugAddr = FreeAddr(t)
+		args = append(args, "--debug-address", c.DebugAddr)
+	}
+	c.Cmd = exec.Command(spec.Bin, append(args, spec.Args...)...)
 	pr, pw := io.Pipe()
 	c.Cmd.Stdout, c.Cmd.Stderr = pw, pw
 	if err := c.Cmd.Start(); err != nil {

@@ -8,6 +8,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"runtime/debug"
+	"strings"
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
@@ -22,21 +23,24 @@ import (
 	"github.com/draforge/draforge/engine/health"
 	"github.com/draforge/draforge/engine/leader"
 	"github.com/draforge/draforge/engine/metrics"
+	"github.com/draforge/draforge/machines"
 )
 
 type controllerOptions struct {
 	machinesDir string
 	runtimeAddr string
-	logLevel    string
-	qps         float32
-	burst       int
+	// debugAddr is --debug-address: /debug/machines and /debug/pprof/, loopback unless set.
+	debugAddr string
+	logLevel  string
+	qps       float32
+	burst     int
 	// featureGates is kube-scheduler's --feature-gates of the cluster; gates is it parsed.
 	featureGates string
 	gates        featuregates.Gates
 	// allocatorName is --allocator; allocator is it parsed.
 	allocatorName string
 	allocator     claims.Mode
-	// profiling serves net/http/pprof on the runtime address (as kube components' --profiling).
+	// profiling serves net/http/pprof on the debug address (as kube components' --profiling).
 	profiling bool
 	// gcPercent is --gc-percent, the GC target unless GOGC is set.
 	gcPercent int
@@ -55,8 +59,12 @@ func newController(kf *kubeFlags) *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.machinesDir, "machines", "", "directory of CUE machine files overriding the embedded ones")
-	f.StringVar(&o.runtimeAddr, "runtime-address", ":8082", "address of /healthz, /readyz and /metrics")
+	f.StringVar(&o.machinesDir, "machines", "", "directory of CUE machine files replacing the embedded ones; it must declare every machine the controller runs ("+
+		strings.Join(machines.Names, ", ")+"), each once")
+	f.StringVar(&o.runtimeAddr, "runtime-address", ":8082", "address of /healthz, /readyz and /metrics (probes and scraping)")
+	f.StringVar(&o.debugAddr, "debug-address", defaultDebugAddress, "address of the unauthenticated debug endpoints: /debug/machines/ (object state and transition history, for "+
+		"serve and doctor --controller-url) and, with --profiling, /debug/pprof/; it also answers /healthz, /readyz and /metrics. Loopback by default "+
+		"(reach it with kubectl port-forward); an empty value serves no debug endpoint")
 	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	f.Float32Var(&o.qps, "kube-api-qps", 50, "client-side QPS limit towards the API server")
 	f.IntVar(&o.burst, "kube-api-burst", 100, "client-side burst towards the API server")
@@ -67,7 +75,7 @@ func newController(kf *kubeFlags) *cobra.Command {
 		"or simulator (the simulator's own allocator, for control planes without kube-scheduler; with kube-scheduler running both may pick the same device)")
 	f.IntVar(&o.gcPercent, "gc-percent", 200, "Go GC target percentage (GOGC) unless the GOGC environment variable is set: "+
 		"the caches are most of the heap and every watch event allocates, so 200 trades half again the heap for about half the garbage collector's CPU")
-	f.BoolVar(&o.profiling, "profiling", false, "serve Go profiles at /debug/pprof/ on the runtime address (unauthenticated: keep the address private)")
+	f.BoolVar(&o.profiling, "profiling", false, "serve Go profiles at /debug/pprof/ on the --debug-address (unauthenticated: keep the address private)")
 	o.lifecycle.addFlags(f, "graceful shutdown limit after SIGINT/SIGTERM")
 	o.leader.AddFlags(f)
 	return cmd
@@ -75,6 +83,9 @@ func newController(kf *kubeFlags) *cobra.Command {
 
 func (o *controllerOptions) validate() error {
 	errs := o.lifecycle.validate()
+	if o.profiling && o.debugAddr == "" {
+		errs = append(errs, errors.New("--profiling serves /debug/pprof/ on the --debug-address, which is empty"))
+	}
 	if o.gcPercent < 1 {
 		errs = append(errs, fmt.Errorf("--gc-percent %d: must be at least 1 (set GOGC=off to turn the collector off)", o.gcPercent))
 	}
@@ -137,28 +148,44 @@ func runController(ctx context.Context, kf *kubeFlags, o *controllerOptions) err
 	} else {
 		m0.Leader.Set(1)
 	}
-	mux := runtimeHandler(live, &health.Readiness{Kube: kube, Timeout: o.readyTimeout, Grace: o.readyGrace, Synced: informers.Synced}, m0)
-	// Read-only state and transition history of one object, for draforge serve --controller-url.
-	mux.Handle("GET /debug/machines/{machine}/{namespace}/{name}", eng.DebugHandler())
-	mux.Handle("GET /debug/machines/{machine}/{name}", eng.DebugHandler()) // cluster-scoped (node)
-	if o.profiling {
-		mux.HandleFunc("/debug/pprof/", pprof.Index)
-		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	ready := &health.Readiness{Kube: kube, Timeout: o.readyTimeout, Grace: o.readyGrace, Synced: informers.Synced}
+	plugins := []engine.Plugin{&health.Server{Addr: o.runtimeAddr, Handler: runtimeHandler(live, ready, m0), ShutdownTimeout: o.shutdownWithin}}
+	if o.debugAddr != "" {
+		plugins = append(plugins, &health.Server{Addr: o.debugAddr, Handler: debugHandler(live, ready, m0, eng.DebugHandler(), o.profiling), ShutdownTimeout: o.shutdownWithin})
 	}
-	server := &health.Server{Addr: o.runtimeAddr, Handler: mux, ShutdownTimeout: o.shutdownWithin}
 
 	log.Info().Int("machines", len(machines)).Bool("leaderElect", o.leader.Enabled).Str("allocator", string(o.allocator)).Str("runtimeAddress", o.runtimeAddr).
-		Str("featureGates", o.gates.String()).Str("allocatorFeatures", fmt.Sprintf("%+v", features)).Msg("controller starting")
-	plugins := append([]engine.Plugin{server, informers.Plugin(), eng.Plugin()}, rt.drivers.Plugins...)
+		Str("debugAddress", o.debugAddr).Str("featureGates", o.gates.String()).Str("allocatorFeatures", fmt.Sprintf("%+v", features)).Msg("controller starting")
+	plugins = append(append(plugins, informers.Plugin(), eng.Plugin()), rt.drivers.Plugins...)
 	return runPlugins(ctx, log, o.shutdownWithin, elector, plugins...)
 }
 
-// runtimeHandler is the controller's runtime HTTP surface: /healthz, /readyz and /metrics.
+// defaultDebugAddress keeps the debug endpoints on loopback: they are unauthenticated, the
+// machine history names objects of every namespace, and profiles cost CPU. The port is not the
+// runtime port (8082) nor the kubelet plugin's (8083).
+const defaultDebugAddress = "127.0.0.1:8084"
+
+// runtimeHandler is the controller's runtime HTTP surface on every interface, what the kubelet's
+// probes and Prometheus need: /healthz, /readyz and /metrics, nothing else.
 func runtimeHandler(live health.Liveness, ready *health.Readiness, m *metrics.Metrics) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.Handle("/healthz", live)
 	mux.Handle("/readyz", ready)
 	mux.Handle("/metrics", m.Handler())
+	return mux
+}
+
+// debugHandler is the --debug-address surface: the runtime endpoints (so one --controller-url
+// serves both serve's history and doctor's /readyz check), the read-only state and transition
+// history of one object (for draforge serve --controller-url) and, with --profiling, Go profiles.
+func debugHandler(live health.Liveness, ready *health.Readiness, m *metrics.Metrics, states http.Handler, profiling bool) *http.ServeMux {
+	mux := runtimeHandler(live, ready, m)
+	mux.Handle("GET /debug/machines/{machine}/{namespace}/{name}", states)
+	mux.Handle("GET /debug/machines/{machine}/{name}", states) // cluster-scoped (node)
+	if profiling {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	return mux
 }

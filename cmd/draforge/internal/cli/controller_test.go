@@ -1,10 +1,21 @@
 package cli
 
 import (
+	"bytes"
+	"context"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/draforge/draforge/drivers/claims"
+	"github.com/draforge/draforge/engine/health"
+	"github.com/draforge/draforge/engine/metrics"
+	"github.com/draforge/draforge/machines"
 )
 
 // TestControllerFeatureGates: --feature-gates is checked before anything starts, with
@@ -81,5 +92,147 @@ func TestControllerGCPercentFlag(t *testing.T) {
 		if _, err := parse("--gc-percent=" + bad); err == nil || !strings.Contains(err.Error(), "--gc-percent "+bad) {
 			t.Errorf("--gc-percent=%s must be refused naming the flag, got %v", bad, err)
 		}
+	}
+}
+
+// writeMachines copies the embedded machine files named in files into a new directory; extra
+// maps a new file name to the embedded file it copies.
+func writeMachines(t *testing.T, files []string, extra map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	write := func(to, from string) {
+		src, err := machines.FS.ReadFile(from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, to), src, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, f := range files {
+		write(f, f)
+	}
+	for to, from := range extra {
+		write(to, from)
+	}
+	return dir
+}
+
+// TestControllerRefusesBadMachinesDir: a --machines directory that loads no machine, loads one
+// twice or lacks one the controller runs stops the controller at startup with an error naming
+// the path, before it serves a probe or talks to the API server (the kubeconfig points at a
+// closed port, so a controller that started would only retry until the deadline).
+func TestControllerRefusesBadMachinesDir(t *testing.T) {
+	t.Setenv("GOGC", "100") // runController must not change the test process's GC target
+	kc := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kc, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u, user: {token: x}}]
+contexts: [{name: c, context: {cluster: c, user: u}}]
+current-context: c
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	all := []string{"claim.cue", "node.cue", "pod.cue", "pool.cue"}
+	missing := filepath.Join(t.TempDir(), "missing")
+	empty := t.TempDir()
+	twice := writeMachines(t, all, map[string]string{"pool-copy.cue": "pool.cue"})
+	lacking := writeMachines(t, all[:3], nil)
+	for _, c := range []struct {
+		name, dir string
+		want      []string
+	}{
+		{"missing", missing, []string{missing + ": no such directory"}},
+		{"empty", empty, []string{empty + ": no machine files (*.cue)"}},
+		{"twice", twice, []string{filepath.Join(twice, "pool.cue") + ":", `machine "pool" already defined at ` + filepath.Join(twice, "pool-copy.cue") + ":"}},
+		{"lacking", lacking, []string{"--machines " + lacking + `: no machine "pool"`, "copy pool.cue"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+			defer cancel()
+			root := newRoot("draforge")
+			root.SetOut(&bytes.Buffer{})
+			root.SetErr(&bytes.Buffer{})
+			root.SetArgs([]string{"controller", "--kubeconfig", kc, "--machines", c.dir,
+				"--runtime-address", "127.0.0.1:0", "--debug-address", "127.0.0.1:0", "--log-level", "error"})
+			err := root.ExecuteContext(ctx)
+			if ctx.Err() != nil {
+				t.Fatalf("the controller started with --machines %s instead of refusing it", c.dir)
+			}
+			for _, w := range c.want {
+				if err == nil || !strings.Contains(err.Error(), w) {
+					t.Errorf("error %v, want it to contain %q", err, w)
+				}
+			}
+		})
+	}
+	// The same directories are what `machines vet DIR` refuses (it reports the lacking one
+	// after the machines it loaded).
+	root := newRoot("draforge")
+	root.SetOut(&bytes.Buffer{})
+	root.SetErr(&bytes.Buffer{})
+	root.SetArgs([]string{"machines", "vet", lacking})
+	if err := root.Execute(); err == nil || !strings.Contains(err.Error(), `no machine "pool"`) {
+		t.Errorf("machines vet of a directory without pool: %v", err)
+	}
+}
+
+// TestControllerDebugAddress: the debug endpoints default to loopback; --profiling without a
+// debug address is refused; the runtime surface (every interface: probes and scraping) serves
+// no /debug path, the debug surface serves the machine history, the probes, and pprof only
+// with --profiling.
+func TestControllerDebugAddress(t *testing.T) {
+	cmd := newController(&kubeFlags{})
+	def := cmd.Flags().Lookup("debug-address").DefValue
+	host, _, err := net.SplitHostPort(def)
+	if ip := net.ParseIP(host); err != nil || ip == nil || !ip.IsLoopback() {
+		t.Errorf("--debug-address defaults to %q, want a loopback address", def)
+	}
+	if rt := cmd.Flags().Lookup("runtime-address").DefValue; rt != ":8082" {
+		t.Errorf("--runtime-address default %q changed: the chart's probes and Service use it", rt)
+	}
+	o := &controllerOptions{lifecycle: lifecycle{readyTimeout: 1, shutdownWithin: 1}, allocatorName: string(claims.KubeScheduler), gcPercent: 200,
+		profiling: true}
+	if err := o.validate(); err == nil || !strings.Contains(err.Error(), "--profiling") {
+		t.Errorf("--profiling with an empty --debug-address: %v", err)
+	}
+
+	states := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write([]byte("history of " + r.PathValue("machine") + " " + r.PathValue("name")))
+	})
+	m := metrics.New()
+	ready := &health.Readiness{}
+	get := func(h http.Handler, path string) (int, string) {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequestWithContext(t.Context(), http.MethodGet, path, nil))
+		return rec.Code, rec.Body.String()
+	}
+	runtime := runtimeHandler(health.Liveness{}, ready, m)
+	for _, p := range []string{"/debug/machines/claim/ns/c", "/debug/machines/node/n", "/debug/pprof/"} {
+		if code, _ := get(runtime, p); code != http.StatusNotFound {
+			t.Errorf("runtime address serves %s: %d", p, code)
+		}
+	}
+	for _, h := range []http.Handler{runtime, debugHandler(health.Liveness{}, ready, m, states, false)} {
+		if code, _ := get(h, "/healthz"); code != http.StatusOK {
+			t.Errorf("/healthz: %d", code)
+		}
+		if code, body := get(h, "/metrics"); code != http.StatusOK || !strings.Contains(body, "draforge_controller_") {
+			t.Errorf("/metrics: %d", code)
+		}
+	}
+	dbg := debugHandler(health.Liveness{}, ready, m, states, false)
+	if code, body := get(dbg, "/debug/machines/claim/ns/c"); code != http.StatusOK || body != "history of claim c" {
+		t.Errorf("debug /debug/machines/claim/ns/c: %d %q", code, body)
+	}
+	if code, body := get(dbg, "/debug/machines/node/n"); code != http.StatusOK || body != "history of node n" {
+		t.Errorf("debug /debug/machines/node/n: %d %q", code, body)
+	}
+	if code, _ := get(dbg, "/debug/pprof/"); code != http.StatusNotFound {
+		t.Errorf("pprof without --profiling: %d", code)
+	}
+	if code, _ := get(debugHandler(health.Liveness{}, ready, m, states, true), "/debug/pprof/"); code != http.StatusOK {
+		t.Errorf("pprof with --profiling: %d", code)
 	}
 }

@@ -78,6 +78,6 @@ evidence and a remediation. It looks at all namespaces unless -n is given.`,
 		},
 	}
 	cmd.Flags().StringVarP(&out, "output", "o", "table", "table, json or yaml")
-	cmd.Flags().StringVar(&controllerURL, "controller-url", "", "base URL of the controller's runtime address, e.g. http://127.0.0.1:8082 (its /readyz is checked; skipped when empty)")
+	cmd.Flags().StringVar(&controllerURL, "controller-url", "", "base URL of the controller's --runtime-address or --debug-address, e.g. http://127.0.0.1:8082 (its /readyz is checked; skipped when empty)")
 	return cmd
 }

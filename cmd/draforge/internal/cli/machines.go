@@ -3,12 +3,14 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/draforge/draforge/cmd/draforge/internal/machinegraph"
 	"github.com/draforge/draforge/drivers"
 	"github.com/draforge/draforge/engine/machine"
+	"github.com/draforge/draforge/machines"
 )
 
 func newMachines() *cobra.Command {
@@ -48,7 +50,10 @@ func newMachinesVet() *cobra.Command {
 	return &cobra.Command{
 		Use:   "vet [DIR]",
 		Short: "Load and validate machines against the schema and the registered driver functions",
-		Args:  cobra.MaximumNArgs(1),
+		Long: "Load and validate machines against the schema and the registered driver functions. A DIR is checked as " +
+			"the controller's --machines checks it: it must hold *.cue files, declare each machine once and declare every " +
+			"machine the controller runs (" + strings.Join(machines.Names, ", ") + ").",
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ms, err := loadMachines(args)
 			if err != nil {
@@ -56,6 +61,10 @@ func newMachinesVet() *cobra.Command {
 			}
 			for _, m := range ms {
 				fmt.Fprintf(cmd.OutOrStdout(), "%s: machine %s ok (%d states, %d transitions)\n", m.Source, m.Name, len(m.States), m.TransitionCount())
+			}
+			if len(args) == 1 {
+				// What the controller would refuse at startup, vet refuses too.
+				return requireMachines(args[0], ms)
 			}
 			return nil
 		},

@@ -31,7 +31,7 @@ type nodeFlags struct {
 func (f *nodeFlags) add(cmd *cobra.Command, full bool) {
 	fl := cmd.Flags()
 	fl.StringVar(&f.prefix, "prefix", "", "node name prefix: nodes are PREFIX-0, PREFIX-1, ... (or PREFIX-NAME with --names)")
-	fl.IntVar(&f.count, "count", 0, "number of nodes")
+	fl.IntVar(&f.count, "count", 0, fmt.Sprintf("number of nodes, at most %d per command (use --start for more)", simnode.MaxNodes))
 	fl.IntVar(&f.start, "start", 0, "index of the first node with --count")
 	fl.StringSliceVar(&f.names, "names", nil, "node name suffixes instead of --count, e.g. a,b,c")
 	if !full {
@@ -44,9 +44,27 @@ func (f *nodeFlags) add(cmd *cobra.Command, full bool) {
 	fl.StringVar(&f.status, "status-report-interval", "", "Ready heartbeat interval (default 5m, as a kubelet's nodeStatusReportFrequency)")
 }
 
+// check refuses what the schema would refuse at a position of the generated document the user
+// never sees, naming the flag instead.
+func (f *nodeFlags) check() error {
+	switch {
+	case f.count < 0:
+		return fmt.Errorf("--count %d: must be positive", f.count)
+	case f.count > simnode.MaxNodes:
+		return fmt.Errorf("--count %d: at most %d nodes per command; create more with several commands, each with its own --start "+
+			"(e.g. --count %d --start %d)", f.count, simnode.MaxNodes, simnode.MaxNodes, simnode.MaxNodes)
+	case len(f.names) > simnode.MaxNodes:
+		return fmt.Errorf("--names: %d names, at most %d per command", len(f.names), simnode.MaxNodes)
+	}
+	return nil
+}
+
 // document renders the flags as a SimulatedNodes document, so they pass the same schema check
 // as a file.
 func (f *nodeFlags) document() ([]byte, error) {
+	if err := f.check(); err != nil {
+		return nil, err
+	}
 	spec := map[string]any{"prefix": f.prefix}
 	if f.count != 0 {
 		spec["count"] = f.count

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -21,6 +23,7 @@ import (
 	"github.com/draforge/draforge/engine/logging"
 	"github.com/draforge/draforge/engine/machine"
 	"github.com/draforge/draforge/engine/unstructuredjson"
+	"github.com/draforge/draforge/machines"
 )
 
 // processOptions are the settings the long-running commands (controller, serve) share.
@@ -122,19 +125,49 @@ func newBaseProcess(kf *kubeFlags, o processOptions) (*process, error) {
 	return &process{log: log, cfg: cfg, kube: kube, dyn: dyn, informers: informers}, nil
 }
 
-// loadMachineDir loads the machines of dir, or the embedded ones when dir is empty.
+// loadMachineDir loads the machines of dir, or the embedded ones when dir is empty. A dir that
+// loads no machine (missing, empty), one twice (the same name in two files) or lacks one the
+// controller runs is an error naming it, before anything starts.
 func loadMachineDir(dir string, names machine.Names) ([]*machine.Machine, error) {
-	var ms []*machine.Machine
-	var err error
-	if dir != "" {
-		ms, err = machine.LoadDir(dir, names)
-	} else {
-		ms, err = machine.Default(names)
+	if dir == "" {
+		ms, err := machine.Default(names)
+		if err != nil {
+			return nil, fmt.Errorf("load machines:\n%w", err)
+		}
+		return ms, nil
 	}
+	ms, err := machine.LoadDir(dir, names)
 	if err != nil {
-		return nil, fmt.Errorf("load machines:\n%w", err)
+		return nil, fmt.Errorf("load machines from --machines %s:\n%w", dir, err)
+	}
+	if err := requireMachines(dir, ms); err != nil {
+		return nil, err
 	}
 	return ms, nil
+}
+
+// requireMachines refuses a machine directory without every machine the controller runs: the
+// directory replaces the embedded machines, it does not add to them.
+func requireMachines(dir string, ms []*machine.Machine) error {
+	missing := machine.Missing(ms, machines.Names)
+	if len(missing) == 0 {
+		return nil
+	}
+	files := make([]string, len(missing))
+	for i, m := range missing {
+		files[i] = m + ".cue"
+	}
+	return fmt.Errorf("--machines %s: no machine %s: the directory replaces the embedded machines and the controller runs %s; "+
+		"copy %s from machines/ (or the chart's files/machines/) and edit the copies",
+		dir, quoteAll(missing), strings.Join(machines.Names, ", "), strings.Join(files, ", "))
+}
+
+func quoteAll(s []string) string {
+	q := make([]string, len(s))
+	for i, v := range s {
+		q[i] = strconv.Quote(v)
+	}
+	return strings.Join(q, ", ")
 }
 
 // lifecycle holds the probe and shutdown settings of the operations guide, shared by controller

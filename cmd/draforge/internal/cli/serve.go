@@ -56,8 +56,9 @@ an authenticating proxy. CORS is not an authentication boundary.`,
 	f.StringVar(&o.addr, "address", ":8080", "listen address of the API, dashboard, /healthz, /readyz and /metrics")
 	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringSliceVar(&o.corsOrigins, "cors-allowed-origins", nil, "exact origins (scheme://host[:port], comma-separated) allowed to read the API cross-origin; none by default, no wildcard")
-	f.StringVar(&o.controllerURL, "controller-url", "", "base URL of the controller's runtime address, e.g. http://127.0.0.1:8082 (machine history and the doctor's controller check)")
-	f.StringVar(&o.machinesDir, "machines", "", "directory of CUE machine files overriding the embedded ones (use the controller's)")
+	f.StringVar(&o.controllerURL, "controller-url", "", "base URL of the controller's --debug-address, e.g. http://127.0.0.1:8084 (machine history and the doctor's controller check; "+
+		"its --runtime-address answers only the check)")
+	f.StringVar(&o.machinesDir, "machines", "", "directory of CUE machine files replacing the embedded ones (use the controller's; checked as the controller checks it)")
 	f.Float32Var(&o.qps, "kube-api-qps", 20, "client-side QPS limit towards the API server")
 	f.IntVar(&o.burst, "kube-api-burst", 40, "client-side burst towards the API server")
 	o.lifecycle.addFlags(f, "graceful shutdown limit after SIGINT/SIGTERM (streams are cancelled at once)")

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 	utilversion "k8s.io/apimachinery/pkg/util/version"
@@ -235,7 +236,7 @@ func checkController(_ *inventory.Snapshot, f *Facts) Result {
 	switch {
 	case c.Error != "":
 		return Result{Status: Fail, Message: "controller not reachable", Evidence: append(ev, c.Error),
-			Remediation: "check that the controller runs and --controller-url points at its --runtime-address (port-forward it if it runs in the cluster)"}
+			Remediation: "check that the controller runs and --controller-url points at its --runtime-address or --debug-address (port-forward it if it runs in the cluster)"}
 	case c.StatusCode != 200:
 		return Result{Status: Fail, Message: fmt.Sprintf("controller /readyz returned %d", c.StatusCode), Evidence: append(ev, strings.TrimSpace(c.Body)),
 			Remediation: "read the controller logs; /readyz fails when it cannot reach the API server or its caches have not synced"}
@@ -392,6 +393,14 @@ func checkSliceNodes(s *inventory.Snapshot) Result {
 func checkPodClaimRefs(s *inventory.Snapshot) Result {
 	var ev []string
 	for _, p := range s.Pods {
+		// A pod in a terminal phase needs no claim any more: kube-controller-manager's
+		// resourceclaim controller deletes the claims generated for a done pod
+		// (pkg/controller/resourceclaim/controller.go syncClaim, "deleting unused generated
+		// claim" when isPodDone), and a standalone claim may be deleted once it ran. Nothing
+		// waits on them, so a missing one is not a problem to report.
+		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
 		for _, rc := range p.Spec.ResourceClaims {
 			if rc.ResourceClaimName != nil && s.Claim(p.Namespace, *rc.ResourceClaimName) == nil {
 				ev = append(ev, fmt.Sprintf("pod %s/%s: claim %s (entry %s) does not exist", p.Namespace, p.Name, *rc.ResourceClaimName, rc.Name))

@@ -4,7 +4,9 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/draforge/draforge/cmd/draforge/internal/inventory"
 	it "github.com/draforge/draforge/cmd/draforge/internal/inventory/inventorytest"
@@ -149,3 +151,28 @@ func TestMissingSnapshotSkipsDataChecks(t *testing.T) {
 }
 
 func ptrTrue() *bool { b := true; return &b }
+
+// TestPodClaimRefsIgnoresTerminalPods: a pod that Succeeded or Failed, whose generated claim
+// kube-controller-manager deleted as designed, raises no DRA010; the same missing claim of a
+// Running (or phase-less, i.e. pending) pod still warns.
+func TestPodClaimRefsIgnoresTerminalPods(t *testing.T) {
+	for _, c := range []struct {
+		phase corev1.PodPhase
+		want  Status
+	}{
+		{corev1.PodSucceeded, Pass}, {corev1.PodFailed, Pass}, {corev1.PodRunning, Warn}, {"", Warn},
+	} {
+		s := it.Healthy()
+		p := s.Pods[0]
+		p.Spec.ResourceClaims = append(p.Spec.ResourceClaims, corev1.PodResourceClaim{Name: "gen", ResourceClaimTemplateName: ptr.To("tpl")})
+		p.Status.ResourceClaimStatuses = append(p.Status.ResourceClaimStatuses, corev1.PodResourceClaimStatus{Name: "gen", ResourceClaimName: ptr.To(p.Name + "-gen-x7k2")})
+		p.Status.Phase = c.phase
+		res := result(t, Run(s, goodFacts()), IDPodClaimRefs)
+		if res.Status != c.want {
+			t.Errorf("phase %q: %s %s %v, want %s", c.phase, res.Status, res.Message, res.Evidence, c.want)
+		}
+		if c.want == Warn && (len(res.Evidence) != 1 || !strings.Contains(res.Evidence[0], "generated claim "+p.Name+"-gen-x7k2")) {
+			t.Errorf("phase %q: evidence %v", c.phase, res.Evidence)
+		}
+	}
+}

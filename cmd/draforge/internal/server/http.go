@@ -125,7 +125,7 @@ func (s *Server) middleware(mux *http.ServeMux) http.Handler {
 		}
 		took := time.Since(start)
 		code := strconv.Itoa(sw.status)
-		s.metrics.requests.WithLabelValues(route, r.Method, code).Inc()
+		s.metrics.requests.WithLabelValues(route, methodLabel(r.Method), code).Inc()
 		s.metrics.latency.WithLabelValues(route).Observe(took.Seconds())
 		// The path only: query strings are never logged.
 		s.o.Log.Info().Str("method", r.Method).Str("path", r.URL.Path).Str("route", route).
@@ -151,6 +151,21 @@ func (s *Server) preflight(w http.ResponseWriter, r *http.Request, allowed bool)
 	w.WriteHeader(http.StatusNoContent)
 }
 
+// knownMethods are RFC 9110's methods and PATCH (RFC 5789), as net/http names them.
+var knownMethods = map[string]bool{
+	http.MethodGet: true, http.MethodHead: true, http.MethodPost: true, http.MethodPut: true, http.MethodPatch: true,
+	http.MethodDelete: true, http.MethodConnect: true, http.MethodOptions: true, http.MethodTrace: true,
+}
+
+// methodLabel is the request metric's method label: a client may send any token as the method,
+// and each distinct one would be a new series kept for the life of the process.
+func methodLabel(m string) string {
+	if knownMethods[m] {
+		return m
+	}
+	return "other"
+}
+
 type serverMetrics struct {
 	requests     *prometheus.CounterVec
 	latency      *prometheus.HistogramVec
@@ -162,7 +177,7 @@ type serverMetrics struct {
 func newServerMetrics(r prometheus.Registerer) (*serverMetrics, error) {
 	m := &serverMetrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "draforge_server_http_requests_total",
-			Help: "HTTP requests by route pattern, method and status code."}, []string{"route", "method", "code"}),
+			Help: "HTTP requests by route pattern, method (other for a method HTTP does not define) and status code."}, []string{"route", "method", "code"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "draforge_server_http_request_duration_seconds",
 			Help: "HTTP request latency by route pattern (streams count until they end).", Buckets: prometheus.ExponentialBuckets(0.0005, 4, 10)}, []string{"route"}),
 		sseClients: prometheus.NewGauge(prometheus.GaugeOpts{Name: "draforge_server_sse_clients",

@@ -247,6 +247,33 @@ func TestMethodNotAllowed(t *testing.T) {
 	}
 }
 
+// TestMethodLabelBounded: a method HTTP does not define is counted as method="other", so a
+// client cannot add series by inventing methods; known ones keep their name.
+func TestMethodLabelBounded(t *testing.T) {
+	s, ts := newTestServer(t, Options{})
+	s.Publish(inventorytest.Healthy, nil)
+	for _, m := range []string{"FROB", "get", "X-" + strings.Repeat("A", 200), "DELETE"} {
+		if resp, _ := do(t, m, ts.URL+"/api/pools", nil); resp.StatusCode != http.StatusMethodNotAllowed {
+			t.Errorf("%.10s: %d, want 405", m, resp.StatusCode)
+		}
+	}
+	_, b := do(t, "GET", ts.URL+"/metrics", nil)
+	metrics := string(b)
+	for _, want := range []string{
+		`draforge_server_http_requests_total{code="405",method="other",route="method_not_allowed"} 3`,
+		`draforge_server_http_requests_total{code="405",method="DELETE",route="method_not_allowed"} 1`,
+	} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+	for _, leak := range []string{`method="FROB"`, `method="get"`, `method="X-AAA`} {
+		if strings.Contains(metrics, leak) {
+			t.Errorf("metrics carry the raw method %s", leak)
+		}
+	}
+}
+
 func TestCORS(t *testing.T) {
 	s, ts := newTestServer(t, Options{AllowedOrigins: []string{"https://ok.example", "http://localhost:3000"}})
 	s.Publish(inventorytest.Healthy, nil)
