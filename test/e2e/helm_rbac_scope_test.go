@@ -70,6 +70,21 @@ func TestHelmRBACScope(t *testing.T) {
 			fmt.Sprintf("dry-run delete of another driver's slice: %v", err)
 	})
 
+	// kube-apiserver type-checks the policy's CEL against the matched resources' schemas.
+	eventually(t, 30*time.Second, func() (bool, string) {
+		vap, err := e.Kube.AdmissionregistrationV1().ValidatingAdmissionPolicies().Get(ctx, policy, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		if vap.Status.ObservedGeneration != vap.Generation {
+			return false, "policy not type-checked yet"
+		}
+		if tc := vap.Status.TypeChecking; tc != nil && len(tc.ExpressionWarnings) > 0 {
+			t.Fatalf("policy type-check warnings: %+v", tc.ExpressionWarnings)
+		}
+		return true, ""
+	})
+
 	t.Run("controller can", func(t *testing.T) {
 		// Publish, rewrite and remove a slice of its own.
 		own := slice("scope-own-"+suffix, simdevice.DefaultDriverName, simNode, map[string]string{simdevice.LabelSDPUID: "pool-uid"})
