@@ -225,8 +225,10 @@ func TestHelmInstallAndRBAC(t *testing.T) {
 		// resourceclaims/driver check; a server-side apply (verb patch) would not.
 		claim := allocatedClaim(t, e, "rbac-"+suffix, "rbac-node-"+suffix, false, [3]string{"sim.draforge.oaslananka", "rbac-node-" + suffix, "gpu-0"})
 		entries := devicestatus.Entries(claim, "sim.draforge.oaslananka", devicestatus.All, nil, metav1.Now())
-		wantDriverForbidden(t, "status.devices by server-side apply with the controller's token",
-			devicestatus.Apply(ctx, sa.ResourceV1(), claim, "sim.draforge.oaslananka", entries), "cannot arbitrary-node:patch")
+		// (RBAC grants no patch of resourceclaims/status at all: the controller only updates it.)
+		wantRBACDenied(t, "status.devices by server-side apply with the controller's token",
+			devicestatus.Apply(ctx, sa.ResourceV1(), claim, "sim.draforge.oaslananka", entries),
+			"system:serviceaccount:"+e.Namespace+":"+controllerSA, "patch", "resourceclaims/status", e.Namespace)
 		if err := devicestatus.Update(ctx, sa.ResourceV1(), claim, "sim.draforge.oaslananka", entries); err != nil {
 			t.Errorf("controller cannot update status.devices: %v", err)
 		} else if got := e.claim(t, claim.Name).Status.Devices; len(got) != 1 || got[0].Device != "gpu-0" {
