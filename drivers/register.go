@@ -25,6 +25,7 @@ import (
 	"github.com/draforge/draforge/drivers/compactpod"
 	"github.com/draforge/draforge/drivers/compactslice"
 	"github.com/draforge/draforge/drivers/gvr"
+	"github.com/draforge/draforge/drivers/podnamespaces"
 	podsDriver "github.com/draforge/draforge/drivers/pods"
 	"github.com/draforge/draforge/drivers/pools"
 	"github.com/draforge/draforge/drivers/simdevice"
@@ -45,6 +46,8 @@ type Deps struct {
 	IgnoreDeviceTaintRules bool
 	// Allocator says who allocates standalone claims ("": claims.KubeScheduler).
 	Allocator claims.Mode
+	// PodNamespaces are where the controller may write pods (--pod-namespaces; zero: all).
+	PodNamespaces podnamespaces.Set
 }
 
 // Set is the registered drivers, for callers that read their state (explain, serve).
@@ -83,13 +86,16 @@ func register(reg *engine.Registry, d Deps) (*Set, error) {
 	if err != nil {
 		return nil, err
 	}
+	c.PodNamespaces = d.PodNamespaces
 	b := binding.Register(reg, d.Informers, d.Kube)
 	b.Published = func(alloc *resourcev1.AllocationResult) bool {
 		return c.Allocator.AllPublished(alloc, simdevice.Published)
 	}
-	if _, err := podsDriver.Register(reg, d.Informers, d.Kube); err != nil {
+	pd, err := podsDriver.Register(reg, d.Informers, d.Kube)
+	if err != nil {
 		return nil, err
 	}
+	pd.PodNamespaces = d.PodNamespaces
 	return &Set{Claims: c, Pools: p, Binding: b}, nil
 }
 

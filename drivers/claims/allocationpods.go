@@ -50,6 +50,9 @@ func (d *Driver) createPod(ctx context.Context, obj *unstructured.Unstructured) 
 	if err != nil {
 		return err
 	}
+	if err := d.PodNamespaces.Check(claim.Namespace, "cannot create allocation pod "+allocationpod.Name(claim)); err != nil {
+		return err
+	}
 	_, err = d.kube.CoreV1().Pods(claim.Namespace).Create(ctx, allocationpod.Build(claim), metav1.CreateOptions{})
 	switch {
 	case apierrors.IsAlreadyExists(err):

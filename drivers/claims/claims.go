@@ -22,6 +22,7 @@ import (
 
 	"github.com/draforge/draforge/drivers/allocator"
 	"github.com/draforge/draforge/drivers/gvr"
+	"github.com/draforge/draforge/drivers/podnamespaces"
 	"github.com/draforge/draforge/drivers/simdevice"
 	"github.com/draforge/draforge/engine"
 )
@@ -34,6 +35,9 @@ type Driver struct {
 	Mode      Mode
 	kube      kubernetes.Interface
 	allocated prometheus.Counter
+
+	// PodNamespaces are where allocation pods may be created (--pod-namespaces).
+	PodNamespaces podnamespaces.Set
 }
 
 // Register feeds the allocator from inf and registers the driver's functions in reg. opts

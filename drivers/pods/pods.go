@@ -31,6 +31,7 @@ import (
 	"github.com/draforge/draforge/drivers/compactslice"
 	"github.com/draforge/draforge/drivers/devicestatus"
 	"github.com/draforge/draforge/drivers/gvr"
+	"github.com/draforge/draforge/drivers/podnamespaces"
 	"github.com/draforge/draforge/drivers/simdevice"
 	"github.com/draforge/draforge/drivers/simnode"
 	"github.com/draforge/draforge/engine"
@@ -43,6 +44,8 @@ const SimulatedNodeLabel = simnode.LabelSimulated
 type Driver struct {
 	inf  *engine.Informers
 	kube kubernetes.Interface
+	// PodNamespaces are where the simulated kubelet may write pods (--pod-namespaces).
+	PodNamespaces podnamespaces.Set
 
 	mu sync.RWMutex
 	// reporting holds "<namespace>/<name>" of the SimulatedDevicePools whose simulated driver
@@ -218,6 +221,10 @@ func (d *Driver) onSimulatedNode(_ context.Context, obj *unstructured.Unstructur
 	meta := engine.ObjectMeta(o)
 	if meta == nil || meta.GetLabels()[SimulatedNodeLabel] != simnode.LabelSimulatedValue {
 		return engine.Fact{Message: "node " + n + " is not simulated"}, nil
+	}
+	// A pod on a simulated node nobody else runs: say why it stays as it is.
+	if err := d.PodNamespaces.Check(obj.GetNamespace(), "the simulated kubelet of node "+n+" cannot write this pod"); err != nil {
+		return engine.Fact{}, err
 	}
 	return engine.Holds(true), nil
 }

@@ -3,7 +3,9 @@ package pods
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/netip"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -18,6 +20,7 @@ import (
 
 	"github.com/draforge/draforge/drivers/compactslice"
 	"github.com/draforge/draforge/drivers/gvr"
+	"github.com/draforge/draforge/drivers/podnamespaces"
 	"github.com/draforge/draforge/drivers/simdevice"
 	"github.com/draforge/draforge/engine"
 )
@@ -132,6 +135,21 @@ func TestFacts(t *testing.T) {
 	real.Spec.NodeName = "node-r"
 	if f, _ := d.onSimulatedNode(ctx, toU(t, real)); f.Holds || f.Message != "node node-r is not simulated" {
 		t.Errorf("real node: %+v", f)
+	}
+	// --pod-namespaces without the pod's namespace: a pod on a simulated node is pending,
+	// naming the flag; one on a real node is simply not ours.
+	d.PodNamespaces, _ = podnamespaces.Parse([]string{"team-a"})
+	_, err := d.onSimulatedNode(ctx, toU(t, pod))
+	var p *engine.PendingError
+	if !errors.As(err, &p) || p.Reason != podnamespaces.Reason || !strings.Contains(p.Message, `namespace "ns" is not in the controller's --pod-namespaces (team-a)`) {
+		t.Errorf("pod outside --pod-namespaces: %v, want pending %s", err, podnamespaces.Reason)
+	}
+	if f, err := d.onSimulatedNode(ctx, toU(t, real)); err != nil || f.Holds {
+		t.Errorf("real node outside --pod-namespaces: %+v %v", f, err)
+	}
+	d.PodNamespaces, _ = podnamespaces.Parse([]string{"ns"})
+	if f, err := d.onSimulatedNode(ctx, toU(t, pod)); err != nil || !f.Holds {
+		t.Errorf("pod in --pod-namespaces: %+v %v", f, err)
 	}
 	other := pod.DeepCopy()
 	other.UID = "another"

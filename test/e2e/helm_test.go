@@ -117,6 +117,8 @@ func TestHelmInstallAndRBAC(t *testing.T) {
 		{schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterroles"}, "", base + "-server"},
 		{schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterrolebindings"}, "", base + "-controller"},
 		{schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterrolebindings"}, "", base + "-server"},
+		{schema.GroupVersionResource{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "validatingadmissionpolicies"}, "", base + "-controller-scope"},
+		{schema.GroupVersionResource{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "validatingadmissionpolicybindings"}, "", base + "-controller-scope"},
 		{gvr.CustomResourceDefinitions, "", gvr.SimulatedDevicePoolCRD},
 	} {
 		if _, err := e.Dynamic.Resource(o.gvr).Namespace(o.namespace).Get(ctx, o.name, metav1.GetOptions{}); err != nil {
@@ -137,23 +139,32 @@ func TestHelmInstallAndRBAC(t *testing.T) {
 	t.Run("controller", func(t *testing.T) {
 		sa := saClient(t, e, controllerSA)
 		checkAccess(t, sa, e.Namespace, map[string]bool{
-			"list resource.k8s.io/resourceslices":                    true,
-			"watch resource.k8s.io/resourceslices":                   true,
-			"create resource.k8s.io/resourceslices":                  true,
-			"delete resource.k8s.io/resourceslices":                  true,
-			"watch resource.k8s.io/resourceclaims":                   true,
-			"update resource.k8s.io/resourceclaims/status":           true,
-			"patch draforge.oaslananka/simulateddevicepools":         true,
-			"update draforge.oaslananka/simulateddevicepools/status": true,
+			"list resource.k8s.io/resourceslices":                   true,
+			"watch resource.k8s.io/resourceslices":                  true,
+			"create resource.k8s.io/resourceslices":                 true,
+			"delete resource.k8s.io/resourceslices":                 true,
+			"watch resource.k8s.io/resourceclaims":                  true,
+			"update resource.k8s.io/resourceclaims/status":          true,
+			"patch draforge.oaslananka/simulateddevicepools":        true,
+			"patch draforge.oaslananka/simulateddevicepools/status": true,
 			"create /events":   true,
 			"list /namespaces": true,
-			"get apiextensions.k8s.io/customresourcedefinitions#simulateddevicepools.draforge.oaslananka":   true,
+			"list apiextensions.k8s.io/customresourcedefinitions#simulateddevicepools.draforge.oaslananka":  true,
 			"watch apiextensions.k8s.io/customresourcedefinitions#simulateddevicepools.draforge.oaslananka": true,
-			"get apiextensions.k8s.io/customresourcedefinitions#widgets.example.com":                        false,
-			"list apiextensions.k8s.io/customresourcedefinitions":                                           false,
-			"get coordination.k8s.io/leases#draforge-controller":                                            true,
-			"update coordination.k8s.io/leases#draforge-controller":                                         true,
-			"create coordination.k8s.io/leases":                                                             true,
+			// The engine watches the CRD; it never gets it.
+			"get apiextensions.k8s.io/customresourcedefinitions#simulateddevicepools.draforge.oaslananka": false,
+			// Informers only: no get, no patch of slices; patch and update of pools only as needed.
+			"get resource.k8s.io/resourceslices":                                     false,
+			"patch resource.k8s.io/resourceslices":                                   false,
+			"get resource.k8s.io/deviceclasses":                                      false,
+			"update draforge.oaslananka/simulateddevicepools":                        false,
+			"update draforge.oaslananka/simulateddevicepools/status":                 false,
+			"patch resource.k8s.io/resourceclaims/status":                            false,
+			"get apiextensions.k8s.io/customresourcedefinitions#widgets.example.com": false,
+			"list apiextensions.k8s.io/customresourcedefinitions":                    false,
+			"get coordination.k8s.io/leases#draforge-controller":                     true,
+			"update coordination.k8s.io/leases#draforge-controller":                  true,
+			"create coordination.k8s.io/leases":                                      true,
 			// and nothing more
 			"delete /nodes": false,
 			"update /pods":  false,
@@ -199,7 +210,7 @@ func TestHelmInstallAndRBAC(t *testing.T) {
 			"watch coordination.k8s.io/leases": false,
 		})
 		checkAccess(t, sa, "kube-node-lease", map[string]bool{
-			"get coordination.k8s.io/leases#node-a":    true,
+			"get coordination.k8s.io/leases#node-a":    false,
 			"list coordination.k8s.io/leases":          true,
 			"watch coordination.k8s.io/leases":         true,
 			"create coordination.k8s.io/leases":        true,
@@ -214,8 +225,10 @@ func TestHelmInstallAndRBAC(t *testing.T) {
 		// resourceclaims/driver check; a server-side apply (verb patch) would not.
 		claim := allocatedClaim(t, e, "rbac-"+suffix, "rbac-node-"+suffix, false, [3]string{"sim.draforge.oaslananka", "rbac-node-" + suffix, "gpu-0"})
 		entries := devicestatus.Entries(claim, "sim.draforge.oaslananka", devicestatus.All, nil, metav1.Now())
-		wantDriverForbidden(t, "status.devices by server-side apply with the controller's token",
-			devicestatus.Apply(ctx, sa.ResourceV1(), claim, "sim.draforge.oaslananka", entries), "cannot arbitrary-node:patch")
+		// (RBAC grants no patch of resourceclaims/status at all: the controller only updates it.)
+		wantRBACDenied(t, "status.devices by server-side apply with the controller's token",
+			devicestatus.Apply(ctx, sa.ResourceV1(), claim, "sim.draforge.oaslananka", entries),
+			"system:serviceaccount:"+e.Namespace+":"+controllerSA, "patch", "resourceclaims/status", e.Namespace)
 		if err := devicestatus.Update(ctx, sa.ResourceV1(), claim, "sim.draforge.oaslananka", entries); err != nil {
 			t.Errorf("controller cannot update status.devices: %v", err)
 		} else if got := e.claim(t, claim.Name).Status.Devices; len(got) != 1 || got[0].Device != "gpu-0" {
@@ -225,7 +238,8 @@ func TestHelmInstallAndRBAC(t *testing.T) {
 			t.Fatalf("controller cannot list resourceslices: %v", err)
 		}
 		slice := &resourcev1.ResourceSlice{
-			ObjectMeta: metav1.ObjectMeta{Name: "rbac-" + suffix},
+			// The admission policy lets the controller write only slices carrying its label.
+			ObjectMeta: metav1.ObjectMeta{Name: "rbac-" + suffix, Labels: map[string]string{"draforge.oaslananka/sdp-uid": "rbac"}},
 			Spec: resourcev1.ResourceSliceSpec{
 				Driver: "sim.draforge.oaslananka", NodeName: ptr.To("rbac-node-" + suffix),
 				Pool:    resourcev1.ResourcePool{Name: "rbac-node-" + suffix, Generation: 1, ResourceSliceCount: 1},
@@ -284,9 +298,11 @@ func TestHelmInstallAndRBAC(t *testing.T) {
 		wantForbidden(t, "create a Lease in another namespace", err)
 		// --allocator kube-scheduler (the chart's default): the claim machine creates and deletes
 		// allocation pods and removes kube-scheduler's finalizer from claims with a patch.
+		// (The admission policy admits only allocation pods: labelled, without a token.)
 		pod, err := sa.CoreV1().Pods(e.Namespace).Create(ctx, &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: "rbac"},
-			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "x"}}},
+			ObjectMeta: metav1.ObjectMeta{Name: "rbac", Labels: map[string]string{"draforge.oaslananka/allocation-pod": "rbac"}},
+			Spec: corev1.PodSpec{AutomountServiceAccountToken: ptr.To(false), NodeSelector: map[string]string{"draforge.oaslananka/e2e-nowhere": "true"},
+				Containers: []corev1.Container{{Name: "c", Image: "x"}}},
 		}, metav1.CreateOptions{})
 		if err != nil {
 			t.Errorf("controller cannot create an allocation pod: %v", err)
@@ -310,10 +326,13 @@ func TestHelmInstallAndRBAC(t *testing.T) {
 
 	t.Run("server", func(t *testing.T) {
 		sa := saClient(t, e, serverSA)
-		want := map[string]bool{"list /events": true, "create /events": false, "get /secrets": false}
+		// Informers only: list and watch, no get; namespaces only listed (/readyz); no Events.
+		want := map[string]bool{"list /events": false, "create /events": false, "get /secrets": false,
+			"list /namespaces": true, "get /namespaces": false, "watch /namespaces": false}
 		for _, r := range []string{"draforge.oaslananka/simulateddevicepools", "resource.k8s.io/resourceslices", "resource.k8s.io/resourceclaims",
-			"resource.k8s.io/deviceclasses", "/nodes", "/pods", "/namespaces"} {
-			for _, v := range []string{"get", "list", "watch"} {
+			"resource.k8s.io/deviceclasses", "/nodes", "/pods"} {
+			want["get "+r] = false
+			for _, v := range []string{"list", "watch"} {
 				want[v+" "+r] = true
 			}
 			for _, v := range []string{"create", "update", "patch", "delete", "deletecollection"} {

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -426,28 +427,28 @@ func TestRBACAllocatorSimulator(t *testing.T) {
 
 func TestRBACLeastPrivilege(t *testing.T) {
 	r := render(t)
-	rw := []string{"get", "list", "watch"}
+	lw := []string{"list", "watch"}
 	cases := []struct {
 		kind, name string
 		want       map[string][]string // "group|resource#resourceName" → verbs
 	}{
 		{"ClusterRole", controllerName, map[string][]string{
-			"draforge.oaslananka|simulateddevicepools":        {"get", "list", "watch", "update", "patch"},
-			"draforge.oaslananka|simulateddevicepools/status": {"update", "patch"},
-			"resource.k8s.io|resourceslices":                  {"get", "list", "watch", "create", "update", "patch", "delete"},
+			"draforge.oaslananka|simulateddevicepools":        {"get", "list", "watch", "patch"},
+			"draforge.oaslananka|simulateddevicepools/status": {"patch"},
+			"resource.k8s.io|resourceslices":                  {"list", "watch", "create", "update", "delete"},
 			"resource.k8s.io|resourceclaims":                  {"get", "list", "watch", "patch"},
-			"resource.k8s.io|resourceclaims/status":           {"update", "patch"},
+			"resource.k8s.io|resourceclaims/status":           {"update"},
 			"resource.k8s.io|resourceclaims/binding":          {"update"},
 			"resource.k8s.io|resourceclaims/driver":           {"arbitrary-node:update"},
-			"resource.k8s.io|deviceclasses":                   rw,
-			"resource.k8s.io|devicetaintrules":                rw,
-			"|nodes":                                          rw,
+			"resource.k8s.io|deviceclasses":                   lw,
+			"resource.k8s.io|devicetaintrules":                lw,
+			"|nodes":                                          {"get", "list", "watch"},
 			"|nodes/status":                                   {"patch"},
 			"|pods":                                           {"get", "list", "watch", "delete", "create"},
 			"|pods/status":                                    {"patch"},
 			"|events":                                         {"create", "patch"},
 			"|namespaces":                                     {"list"},
-			"apiextensions.k8s.io|customresourcedefinitions#simulateddevicepools.draforge.oaslananka": rw,
+			"apiextensions.k8s.io|customresourcedefinitions#simulateddevicepools.draforge.oaslananka": lw,
 		}},
 		{"Role", controllerName + "-leader-election", map[string][]string{
 			"coordination.k8s.io|leases":                     {"create"},
@@ -455,18 +456,17 @@ func TestRBACLeastPrivilege(t *testing.T) {
 		}},
 		// The node machine reads and writes node Leases only in kube-node-lease.
 		{"Role", controllerName + "-node-lease", map[string][]string{
-			"coordination.k8s.io|leases": {"get", "list", "watch", "create", "patch"},
+			"coordination.k8s.io|leases": {"list", "watch", "create", "patch"},
 		}},
 		{"ClusterRole", serverName, map[string][]string{
-			"draforge.oaslananka|simulateddevicepools": rw,
-			"resource.k8s.io|resourceslices":           rw,
-			"resource.k8s.io|resourceclaims":           rw,
-			"resource.k8s.io|deviceclasses":            rw,
-			"resource.k8s.io|devicetaintrules":         rw,
-			"|nodes":                                   rw,
-			"|pods":                                    rw,
-			"|namespaces":                              rw,
-			"|events":                                  {"list"},
+			"draforge.oaslananka|simulateddevicepools": lw,
+			"resource.k8s.io|resourceslices":           lw,
+			"resource.k8s.io|resourceclaims":           lw,
+			"resource.k8s.io|deviceclasses":            lw,
+			"resource.k8s.io|devicetaintrules":         lw,
+			"|nodes":                                   lw,
+			"|pods":                                    lw,
+			"|namespaces":                              {"list"},
 			"apiextensions.k8s.io|customresourcedefinitions#simulateddevicepools.draforge.oaslananka": {"get"},
 		}},
 	}
@@ -497,6 +497,141 @@ func TestRBACLeastPrivilege(t *testing.T) {
 		crb := into[rbacv1.ClusterRoleBinding](t, b)
 		if len(crb.Subjects) != 1 || crb.Subjects[0].Kind != "ServiceAccount" || crb.Subjects[0].Name != crb.RoleRef.Name || crb.Subjects[0].Namespace != namespace {
 			t.Errorf("ClusterRoleBinding %s binds %+v to %s", crb.Name, crb.Subjects, crb.RoleRef.Name)
+		}
+	}
+}
+
+// Every rule of the RBAC templates says why: a comment right above it (template actions
+// between them aside).
+func TestRBACRulesSayWhy(t *testing.T) {
+	rules := 0
+	for _, file := range []string{"rbac.yaml"} {
+		b, err := os.ReadFile(filepath.Join(chartDir(t), "templates", file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(string(b), "\n")
+		for i, l := range lines {
+			if !strings.HasPrefix(strings.TrimSpace(l), "- apiGroups:") {
+				continue
+			}
+			rules++
+			j := i - 1
+			for j > 0 && strings.HasPrefix(strings.TrimSpace(lines[j]), "{{") {
+				j--
+			}
+			if !strings.HasPrefix(strings.TrimSpace(lines[j]), "#") {
+				t.Errorf("%s:%d: rule without a comment saying why", file, i+1)
+			}
+		}
+	}
+	if rules < 20 {
+		t.Errorf("found only %d rules", rules)
+	}
+}
+
+// controller.podNamespaces: pod writes leave the ClusterRole for a Role (and RoleBinding) in each
+// listed namespace, and the controller is told the same list.
+func TestRBACPodNamespaces(t *testing.T) {
+	for _, allocator := range []string{"kube-scheduler", "simulator"} {
+		t.Run(allocator, func(t *testing.T) {
+			r := render(t, "--set", "controller.podNamespaces={team-b,team-a}", "--set", "controller.allocator="+allocator)
+			if got := flags(t, container(t, r.deployment(t, controllerName), "controller").Args[1:])["pod-namespaces"]; got != "team-b,team-a" {
+				t.Errorf("--pod-namespaces = %q, want team-b,team-a", got)
+			}
+			for _, rl := range rulesOf(t, into[rbacv1.ClusterRole](t, r.get(t, "ClusterRole", controllerName)).Rules) {
+				if rl.resource == "pods" && !slices.Contains([]string{"get", "list", "watch"}, rl.verb) || rl.resource == "pods/status" {
+					t.Errorf("ClusterRole still grants %v with controller.podNamespaces", rl)
+				}
+			}
+			podVerbs := []string{"delete"}
+			if allocator == "kube-scheduler" {
+				podVerbs = append(podVerbs, "create")
+			}
+			var roles []string
+			for _, o := range r.all("Role") {
+				if o.GetName() != controllerName+"-pods" {
+					continue
+				}
+				role := into[rbacv1.Role](t, o)
+				roles = append(roles, role.Namespace)
+				want := expand(map[string][]string{"|pods": podVerbs, "|pods/status": {"patch"}})
+				if got := rulesOf(t, role.Rules); !slices.Equal(got, want) {
+					t.Errorf("Role %s/%s rules:\n got %v\nwant %v", role.Namespace, role.Name, got, want)
+				}
+			}
+			slices.Sort(roles)
+			if !slices.Equal(roles, []string{"team-a", "team-b"}) {
+				t.Errorf("pod Roles in %v, want team-a and team-b", roles)
+			}
+			var bound []string
+			for _, o := range r.all("RoleBinding") {
+				if o.GetName() != controllerName+"-pods" {
+					continue
+				}
+				rb := into[rbacv1.RoleBinding](t, o)
+				if rb.RoleRef.Kind != "Role" || rb.RoleRef.Name != controllerName+"-pods" || len(rb.Subjects) != 1 ||
+					rb.Subjects[0].Name != controllerName || rb.Subjects[0].Namespace != namespace {
+					t.Errorf("RoleBinding %s/%s: %+v -> %+v", rb.Namespace, rb.Name, rb.Subjects, rb.RoleRef)
+				}
+				bound = append(bound, rb.Namespace)
+			}
+			slices.Sort(bound)
+			if !slices.Equal(bound, roles) {
+				t.Errorf("pod RoleBindings in %v, Roles in %v", bound, roles)
+			}
+		})
+	}
+	// Unset: no flag, no pod Role.
+	r := render(t)
+	if _, ok := flags(t, container(t, r.deployment(t, controllerName), "controller").Args[1:])["pod-namespaces"]; ok {
+		t.Error("--pod-namespaces passed without controller.podNamespaces")
+	}
+	for _, o := range r.all("Role") {
+		if o.GetName() == controllerName+"-pods" {
+			t.Errorf("pod Role in %s without controller.podNamespaces", o.GetNamespace())
+		}
+	}
+}
+
+// The admission policy is on by default, matches only the controller's ServiceAccount and is
+// bound with Deny; rbac.admissionPolicy.enabled=false (or rbac.create=false) drops it.
+func TestAdmissionPolicy(t *testing.T) {
+	r := render(t)
+	name := controllerName + "-scope"
+	vap := into[admissionregistrationv1.ValidatingAdmissionPolicy](t, r.get(t, "ValidatingAdmissionPolicy", name))
+	if vap.Spec.FailurePolicy == nil || *vap.Spec.FailurePolicy != admissionregistrationv1.Fail {
+		t.Errorf("failurePolicy %v, want Fail", vap.Spec.FailurePolicy)
+	}
+	if len(vap.Spec.MatchConditions) != 1 || vap.Spec.MatchConditions[0].Expression !=
+		"request.userInfo.username == 'system:serviceaccount:"+namespace+":"+controllerName+"'" {
+		t.Errorf("matchConditions %+v: want only the controller's ServiceAccount", vap.Spec.MatchConditions)
+	}
+	var matched []string
+	for _, rr := range vap.Spec.MatchConstraints.ResourceRules {
+		for _, res := range rr.Resources {
+			for _, op := range rr.Operations {
+				matched = append(matched, res+":"+string(op))
+			}
+		}
+	}
+	slices.Sort(matched)
+	if want := []string{"nodes/status:UPDATE", "pods:CREATE", "pods:DELETE", "resourceslices:CREATE", "resourceslices:DELETE", "resourceslices:UPDATE"}; !slices.Equal(matched, want) {
+		t.Errorf("matched %v, want %v", matched, want)
+	}
+	for _, v := range vap.Spec.Validations {
+		if v.Reason == nil || *v.Reason != "Forbidden" || !strings.HasPrefix(v.Message, "the DRAForge controller ") {
+			t.Errorf("validation %q: reason %v, message %q", v.Expression, v.Reason, v.Message)
+		}
+	}
+	b := into[admissionregistrationv1.ValidatingAdmissionPolicyBinding](t, r.get(t, "ValidatingAdmissionPolicyBinding", name))
+	if b.Spec.PolicyName != name || !slices.Equal(b.Spec.ValidationActions, []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}) {
+		t.Errorf("binding %+v", b.Spec)
+	}
+	for _, args := range [][]string{{"--set", "rbac.admissionPolicy.enabled=false"}, {"--set", "rbac.create=false"}} {
+		r := render(t, args...)
+		if n := len(r.all("ValidatingAdmissionPolicy")) + len(r.all("ValidatingAdmissionPolicyBinding")); n != 0 {
+			t.Errorf("%v: %d admission policy objects rendered", args, n)
 		}
 	}
 }
@@ -607,6 +742,14 @@ func TestRejectsInvalidValues(t *testing.T) {
 			[]string{"--set", "controller.allocator=both"},
 			[]string{"/controller/allocator", "value must be one of"},
 			`controller.allocator is "both"`},
+		{"pod namespace that is not a namespace name",
+			[]string{"--set", "controller.podNamespaces={team-a,Team_B}"},
+			[]string{"/controller/podNamespaces/1", "does not match pattern"},
+			`controller.podNamespaces[1] is "Team_B": it must be a namespace name`},
+		{"pod namespace twice",
+			[]string{"--set", "controller.podNamespaces={team-a,team-a}"},
+			[]string{"/controller/podNamespaces", "items at 0 and 1 are equal"},
+			"controller.podNamespaces lists a namespace twice"},
 		{"monitoring peer without namespace selector",
 			[]string{"--set", "controller.metrics.networkPolicy.enabled=true"},
 			[]string{"/controller/metrics/networkPolicy/namespaceSelector"},

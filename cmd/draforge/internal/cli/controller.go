@@ -19,6 +19,7 @@ import (
 
 	"github.com/draforge/draforge/drivers/claims"
 	"github.com/draforge/draforge/drivers/featuregates"
+	"github.com/draforge/draforge/drivers/podnamespaces"
 	"github.com/draforge/draforge/engine"
 	"github.com/draforge/draforge/engine/health"
 	"github.com/draforge/draforge/engine/leader"
@@ -40,6 +41,9 @@ type controllerOptions struct {
 	// allocatorName is --allocator; allocator is it parsed.
 	allocatorName string
 	allocator     claims.Mode
+	// podNamespaceNames is --pod-namespaces; podNamespaces is it parsed.
+	podNamespaceNames []string
+	podNamespaces     podnamespaces.Set
 	// profiling serves net/http/pprof on the debug address (as kube components' --profiling).
 	profiling bool
 	// gcPercent is --gc-percent, the GC target unless GOGC is set.
@@ -73,6 +77,10 @@ func newController(kf *kubeFlags) *cobra.Command {
 	f.StringVar(&o.allocatorName, "allocator", string(claims.KubeScheduler), "who allocates standalone claims (claims no pod uses): "+
 		"kube-scheduler (through a short-lived allocation pod per claim, so kube-scheduler is the only allocator and no device is allocated twice) "+
 		"or simulator (the simulator's own allocator, for control planes without kube-scheduler; with kube-scheduler running both may pick the same device)")
+	f.StringSliceVar(&o.podNamespaceNames, podnamespaces.Flag, nil, "namespaces in which the controller writes pods (creates allocation pods, "+
+		"completes the deletion of pods on simulated nodes, writes their status), comma-separated; empty: every namespace. "+
+		"Elsewhere it leaves pods alone and reports the claim or pod as pending with reason "+podnamespaces.Reason+
+		" (the Helm chart grants pod writes by a Role in each of these namespaces: controller.podNamespaces)")
 	f.IntVar(&o.gcPercent, "gc-percent", 200, "Go GC target percentage (GOGC) unless the GOGC environment variable is set: "+
 		"the caches are most of the heap and every watch event allocates, so 200 trades half again the heap for about half the garbage collector's CPU")
 	f.BoolVar(&o.profiling, "profiling", false, "serve Go profiles at /debug/pprof/ on the --debug-address (unauthenticated: keep the address private)")
@@ -96,6 +104,9 @@ func (o *controllerOptions) validate() error {
 	if o.allocator, err = claims.ParseMode(o.allocatorName); err != nil {
 		errs = append(errs, err)
 	}
+	if o.podNamespaces, err = podnamespaces.Parse(o.podNamespaceNames); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(append(errs, o.leader.Validate())...)
 }
 
@@ -110,7 +121,7 @@ func runController(ctx context.Context, kf *kubeFlags, o *controllerOptions) err
 	features := o.gates.Allocator()
 	rt, err := newProcess(kf, processOptions{component: "controller", logLevel: o.logLevel, machinesDir: o.machinesDir,
 		qps: o.qps, burst: o.burst, metrics: m0.Registry, allocatorFeatures: &features,
-		ignoreDeviceTaintRules: !o.gates.DeviceTaintRules(), allocator: o.allocator})
+		ignoreDeviceTaintRules: !o.gates.DeviceTaintRules(), allocator: o.allocator, podNamespaces: o.podNamespaces})
 	if err != nil {
 		return err
 	}
@@ -154,7 +165,7 @@ func runController(ctx context.Context, kf *kubeFlags, o *controllerOptions) err
 		plugins = append(plugins, &health.Server{Addr: o.debugAddr, Handler: debugHandler(live, ready, m0, eng.DebugHandler(), o.profiling), ShutdownTimeout: o.shutdownWithin})
 	}
 
-	log.Info().Int("machines", len(machines)).Bool("leaderElect", o.leader.Enabled).Str("allocator", string(o.allocator)).Str("runtimeAddress", o.runtimeAddr).
+	log.Info().Int("machines", len(machines)).Bool("leaderElect", o.leader.Enabled).Str("allocator", string(o.allocator)).Str("podNamespaces", o.podNamespaces.String()).Str("runtimeAddress", o.runtimeAddr).
 		Str("debugAddress", o.debugAddr).Str("featureGates", o.gates.String()).Str("allocatorFeatures", fmt.Sprintf("%+v", features)).Msg("controller starting")
 	plugins = append(append(plugins, informers.Plugin(), eng.Plugin()), rt.drivers.Plugins...)
 	return runPlugins(ctx, log, o.shutdownWithin, elector, plugins...)

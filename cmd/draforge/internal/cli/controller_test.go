@@ -236,3 +236,27 @@ func TestControllerDebugAddress(t *testing.T) {
 		t.Errorf("pprof with --profiling: %d", code)
 	}
 }
+
+// TestControllerPodNamespacesFlag: --pod-namespaces defaults to every namespace, takes a
+// comma-separated list and refuses what is not a namespace name before anything starts.
+func TestControllerPodNamespacesFlag(t *testing.T) {
+	parse := func(args ...string) (*controllerOptions, error) {
+		cmd := newController(&kubeFlags{})
+		if err := cmd.Flags().Parse(args); err != nil {
+			t.Fatal(err)
+		}
+		o := &controllerOptions{lifecycle: lifecycle{readyTimeout: 1, shutdownWithin: 1}, allocatorName: string(claims.KubeScheduler), gcPercent: 200}
+		o.podNamespaceNames, _ = cmd.Flags().GetStringSlice("pod-namespaces")
+		return o, o.validate()
+	}
+	if o, err := parse(); err != nil || !o.podNamespaces.All() {
+		t.Errorf("default: %q, %v; want every namespace", o.podNamespaces, err)
+	}
+	o, err := parse("--pod-namespaces=team-b,team-a")
+	if err != nil || o.podNamespaces.String() != "team-a,team-b" || o.podNamespaces.Allows("default") {
+		t.Errorf("--pod-namespaces=team-b,team-a: %q, %v", o.podNamespaces, err)
+	}
+	if _, err := parse("--pod-namespaces=team-a,Team_B"); err == nil || !strings.Contains(err.Error(), `--pod-namespaces entry 2 "Team_B" is not a namespace name`) {
+		t.Errorf("a bad namespace must be refused naming the flag, got %v", err)
+	}
+}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/draforge/draforge/drivers"
 	"github.com/draforge/draforge/drivers/claims"
+	"github.com/draforge/draforge/drivers/podnamespaces"
 	"github.com/draforge/draforge/engine"
 	"github.com/draforge/draforge/engine/logging"
 	"github.com/draforge/draforge/engine/machine"
@@ -41,6 +42,8 @@ type processOptions struct {
 	ignoreDeviceTaintRules bool
 	// allocator is --allocator: who allocates standalone claims.
 	allocator claims.Mode
+	// podNamespaces is --pod-namespaces: where the controller writes pods.
+	podNamespaces podnamespaces.Set
 }
 
 // process is what controller and serve both build: the logger, the clients and one set of
@@ -67,7 +70,7 @@ func newProcess(kf *kubeFlags, o processOptions) (*process, error) {
 	rt.registry = engine.NewRegistry()
 	if rt.drivers, err = drivers.Register(rt.registry, drivers.Deps{Kube: rt.kube, Dynamic: rt.dyn, Informers: rt.informers,
 		Metrics: o.metrics, Log: rt.log, AllocatorFeatures: o.allocatorFeatures,
-		IgnoreDeviceTaintRules: o.ignoreDeviceTaintRules, Allocator: o.allocator}); err != nil {
+		IgnoreDeviceTaintRules: o.ignoreDeviceTaintRules, Allocator: o.allocator, PodNamespaces: o.podNamespaces}); err != nil {
 		return nil, err
 	}
 	if rt.machines, err = loadMachineDir(o.machinesDir, rt.registry.Names()); err != nil {
