@@ -57,7 +57,7 @@ func ValidateScenario(filename string, src []byte) error {
 			break
 		}
 		if err != nil {
-			return err
+			return yamlSyntaxError(filename, src, err)
 		}
 		v := ctx.BuildExpr(expr)
 		if v.Null() == nil { // an empty document (e.g. a trailing ---)
