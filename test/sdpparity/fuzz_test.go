@@ -7,9 +7,9 @@ import (
 	cueyaml "cuelang.org/go/encoding/yaml"
 )
 
-// goLocated is how a Go validator message names its place: a field path, or the strict
-// decoder's unknown/duplicate field naming one.
-var goLocated = regexp.MustCompile(`^((metadata|spec)[.\[]|(apiVersion|kind|metadata|spec): |(unknown|duplicate) field ")`)
+// goLocated is how a Go validator message names its place: a field path, the strict
+// decoder's unknown/duplicate field naming one, or the apiVersion and kind it expected.
+var goLocated = regexp.MustCompile(`^((metadata|spec)[.\[]|(apiVersion|kind|metadata|spec): |(unknown|duplicate) field "|expected draforge\.oaslananka/v1alpha1 SimulatedDevicePool, got )`)
 
 // FuzzSDPParity feeds SimulatedDevicePool documents to the CUE schema and the Go validator.
 // Seeds: every document of the parity corpus, each alone (plus testdata/fuzz). Invariants: no
