@@ -50,6 +50,7 @@ func ValidateScenario(filename string, src []byte) error {
 		return fmt.Errorf("schemas: #Document: %w", err)
 	}
 	var all cueerrors.Error
+	src = LineFeeds(src)
 	dec := yaml.NewDecoder(filename, bytes.NewReader(src))
 	for n := 0; ; n++ {
 		expr, err := dec.Extract()

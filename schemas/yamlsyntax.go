@@ -42,3 +42,21 @@ func lineOffset(src []byte, n int) int {
 	}
 	return off
 }
+
+// LineFeeds returns src with every lone carriage return replaced by a line feed (same length,
+// so every byte offset stays). A lone "\r" ends a line to yaml.v3 but not to the line table of
+// the CUE YAML decoder, which indexes that table with yaml.v3's line numbers and panics on such
+// a file (cuelang.org/go v0.17.1, internal/encoding/yaml, decoder.yamlOffset; found by
+// FuzzSimulatedNodes). Decode YAML with cuelang.org/go/encoding/yaml only after it.
+func LineFeeds(src []byte) []byte {
+	if !bytes.Contains(src, []byte("\r")) {
+		return src
+	}
+	out := bytes.Clone(src)
+	for i, c := range out {
+		if c == '\r' && (i+1 == len(out) || out[i+1] != '\n') {
+			out[i] = '\n'
+		}
+	}
+	return out
+}

@@ -117,7 +117,7 @@ func loadFile(ctx *cue.Context, root, file, want string, needCase bool) ([]Doc, 
 // Parse returns the SimulatedDevicePool documents of src (a YAML stream read as file rel), with
 // no expected verdict: the fuzz target's way in.
 func Parse(rel string, src []byte) ([]Doc, error) {
-	return parse(cuecontext.New(), rel, src, "", false)
+	return parse(cuecontext.New(), rel, schemas.LineFeeds(src), "", false)
 }
 
 func parse(ctx *cue.Context, rel string, src []byte, want string, needCase bool) ([]Doc, error) {

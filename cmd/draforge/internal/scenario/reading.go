@@ -12,6 +12,8 @@ import (
 	"cuelang.org/go/cue/cuecontext"
 	cueerrors "cuelang.org/go/cue/errors"
 	cueyaml "cuelang.org/go/encoding/yaml"
+
+	"github.com/draforge/draforge/schemas"
 )
 
 // sameReading checks that the schema saw what the objects hold. The schema reads YAML as CUE
@@ -20,7 +22,7 @@ import (
 // something it is not: it is an error at its file:line:col, asking for quotes.
 func sameReading(filename string, src []byte, objs []Object) error {
 	ctx := cuecontext.New()
-	dec := cueyaml.NewDecoder(filename, bytes.NewReader(src))
+	dec := cueyaml.NewDecoder(filename, bytes.NewReader(schemas.LineFeeds(src)))
 	var docs []cue.Value
 	for {
 		expr, err := dec.Extract()
