@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	sigsjson "sigs.k8s.io/json"
@@ -182,6 +183,10 @@ func rawQuantity(fp *field.Path, v any) []error {
 			return []error{field.TooLong(fp, q, maxQuantityLength)}
 		} else if !quantityRE.MatchString(q) {
 			return []error{field.Invalid(fp, q, "must be a non-negative quantity such as \"80Gi\"")}
+		} else if _, err := resource.ParseQuantity(q); err != nil {
+			// The pattern (the CRD's and CUE's) is looser than the parser: an exponent with a
+			// fraction or beyond int64 matches it.
+			return []error{field.Invalid(fp, q, "must be a quantity Kubernetes can parse: "+err.Error())}
 		}
 	default:
 		return []error{field.Invalid(fp, v, "must be an integer or a quantity string such as \"80Gi\"")}

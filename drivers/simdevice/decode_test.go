@@ -160,6 +160,8 @@ func TestDecodeErrorNamesTheField(t *testing.T) {
 		`{"deviceCount":1.5,"targetNodes":["a"]}`:                      `spec.deviceCount: Invalid value: "number 1.5": must be an integer`,
 		`{"deviceCount":2,"targetNodes":"a"}`:                          `spec.targetNodes: Invalid value: "string": must be a list`,
 		`{"deviceCount":2,"targetNodes":["a"],"capacities":{"m":"x"}}`: `spec.capacities[m]: Invalid value: "x": must be a non-negative quantity such as "80Gi"`,
+		// The pattern matches, the parser refuses (found by FuzzSDPParity).
+		`{"deviceCount":2,"targetNodes":["a"],"capacities":{"m":"1e99999999999999999999"}}`: `spec.capacities[m]: Invalid value: "1e99999999999999999999": must be a quantity Kubernetes can parse: unable to parse quantity's suffix`,
 	} {
 		var sp map[string]any
 		if err := json.Unmarshal([]byte(spec), &sp); err != nil {
