@@ -97,15 +97,16 @@ func FuzzAPIQuery(f *testing.F) {
 	})
 }
 
-// queryHasName: name is a parameter name of the raw query, as written or decoded.
+// queryHasName: name is a parameter name of the raw query, as written or decoded (and, as
+// JSON carries it, with invalid UTF-8 replaced by U+FFFD).
 func queryHasName(raw, name string) bool {
 	for _, pair := range strings.Split(raw, "&") {
 		k, _, _ := strings.Cut(pair, "=")
-		if k == name {
-			return true
-		}
-		if d, err := url.QueryUnescape(k); err == nil && d == name {
-			return true
+		d, err := url.QueryUnescape(k)
+		for _, c := range []string{k, d} {
+			if (c == k || err == nil) && asJSON(c) == name {
+				return true
+			}
 		}
 	}
 	return false
@@ -162,4 +163,12 @@ func FuzzStreamLastEventID(f *testing.F) {
 			t.Fatalf("Last-Event-ID %q: want one snapshot of id 5, got %q", last, blocks)
 		}
 	})
+}
+
+// asJSON is s as it reads after a JSON round trip (each invalid UTF-8 byte becomes U+FFFD).
+func asJSON(s string) string {
+	b, _ := json.Marshal(s)
+	var out string
+	_ = json.Unmarshal(b, &out)
+	return out
 }
