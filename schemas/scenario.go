@@ -55,6 +55,7 @@ func ValidateScenario(filename string, src []byte) error {
 		return fmt.Errorf("schemas: #Document: %w", err)
 	}
 	var all cueerrors.Error
+	src = LineFeeds(src)
 	dec := yaml.NewDecoder(filename, bytes.NewReader(src))
 	for n := 0; ; n++ {
 		expr, err := dec.Extract()
@@ -62,7 +63,7 @@ func ValidateScenario(filename string, src []byte) error {
 			break
 		}
 		if err != nil {
-			return err
+			return yamlSyntaxError(filename, src, err)
 		}
 		v := ctx.BuildExpr(expr)
 		if v.Null() == nil { // an empty document (e.g. a trailing ---)

@@ -2,8 +2,11 @@ package simdevice
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"reflect"
 
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	sigsjson "sigs.k8s.io/json"
@@ -52,20 +55,55 @@ func decode(u *unstructured.Unstructured, strict bool) (*Pool, []error) {
 	p := &Pool{}
 	if !strict {
 		if err := sigsjson.UnmarshalCaseSensitivePreserveInts(raw, p); err != nil {
-			return nil, []error{fmt.Errorf("decode %s/%s: %w", u.GetNamespace(), u.GetName(), err)}
+			return nil, []error{fmt.Errorf("decode %s/%s: %w", u.GetNamespace(), u.GetName(), locate(obj, raw, err)[0])}
 		}
 		p.Default()
 		return p, nil
 	}
 	strictErrs, err := sigsjson.UnmarshalStrict(raw, p)
 	if err != nil {
-		return nil, []error{fmt.Errorf("decode %s/%s: %w", u.GetNamespace(), u.GetName(), err)}
+		return nil, locate(obj, raw, err)
 	}
 	if errs := append(strictErrs, rawSpecErrors(obj)...); len(errs) > 0 {
 		return nil, errs
 	}
 	p.Default()
 	return p, nil
+}
+
+// locate names the field of a decoding error: the JSON decoder names a field of the wrong type
+// the Go way ("Go struct field PoolSpec.spec.deviceCount of type int") and a malformed quantity
+// not at all (resource.Quantity's own error). The field errors of rawSpecErrors (quantities,
+// empty fields) and of the standard decoder's type error (its full field path) replace it; err
+// stays only when neither names anything.
+func locate(obj map[string]any, raw []byte, err error) []error {
+	errs := rawSpecErrors(obj)
+	var te *json.UnmarshalTypeError
+	if errors.As(json.Unmarshal(raw, &Pool{}), &te) && te.Field != "" {
+		errs = append(errs, field.TypeInvalid(field.NewPath(te.Field), te.Value, "must be "+jsonKind(te.Type)))
+	}
+	if len(errs) == 0 {
+		return []error{err}
+	}
+	return errs
+}
+
+// jsonKind names the JSON kind a Go type is decoded from.
+func jsonKind(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.String:
+		return "a string"
+	case reflect.Slice, reflect.Array:
+		return "a list"
+	}
+	return "an object"
 }
 
 // rawSpecErrors finds what decoding into Go types cannot see: a defaulted, enumerated or
@@ -145,6 +183,10 @@ func rawQuantity(fp *field.Path, v any) []error {
 			return []error{field.TooLong(fp, q, maxQuantityLength)}
 		} else if !quantityRE.MatchString(q) {
 			return []error{field.Invalid(fp, q, "must be a non-negative quantity such as \"80Gi\"")}
+		} else if _, err := resource.ParseQuantity(q); err != nil {
+			// The pattern (the CRD's and CUE's) is looser than the parser: an exponent with a
+			// fraction or beyond int64 matches it.
+			return []error{field.Invalid(fp, q, "must be a quantity Kubernetes can parse: "+err.Error())}
 		}
 	default:
 		return []error{field.Invalid(fp, v, "must be an integer or a quantity string such as \"80Gi\"")}

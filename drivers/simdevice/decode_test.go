@@ -1,6 +1,7 @@
 package simdevice
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -148,6 +149,31 @@ func TestProfileNames(t *testing.T) {
 			if !attrs[q] {
 				t.Errorf("%s: attribute %s not published", prof, q)
 			}
+		}
+	}
+}
+
+// TestDecodeErrorNamesTheField: a value of the wrong type or a malformed quantity is reported
+// at its field by both decoders (the JSON decoder's own errors name a Go struct, or nothing).
+func TestDecodeErrorNamesTheField(t *testing.T) {
+	for spec, want := range map[string]string{
+		`{"deviceCount":1.5,"targetNodes":["a"]}`:                      `spec.deviceCount: Invalid value: "number 1.5": must be an integer`,
+		`{"deviceCount":2,"targetNodes":"a"}`:                          `spec.targetNodes: Invalid value: "string": must be a list`,
+		`{"deviceCount":2,"targetNodes":["a"],"capacities":{"m":"x"}}`: `spec.capacities[m]: Invalid value: "x": must be a non-negative quantity such as "80Gi"`,
+		// The pattern matches, the parser refuses (found by FuzzSDPParity).
+		`{"deviceCount":2,"targetNodes":["a"],"capacities":{"m":"1e99999999999999999999"}}`: `spec.capacities[m]: Invalid value: "1e99999999999999999999": must be a quantity Kubernetes can parse: unable to parse quantity's suffix`,
+	} {
+		var sp map[string]any
+		if err := json.Unmarshal([]byte(spec), &sp); err != nil {
+			t.Fatal(err)
+		}
+		u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": Group + "/" + Version, "kind": Kind,
+			"metadata": map[string]any{"name": "p", "namespace": "n"}, "spec": sp}}
+		if _, errs := FromUnstructuredStrict(u); len(errs) != 1 || errs[0].Error() != want {
+			t.Errorf("strict %s: %v, want %q", spec, errs, want)
+		}
+		if _, err := FromUnstructured(u); err == nil || err.Error() != "simdevice: decode n/p: "+want {
+			t.Errorf("lenient %s: %v", spec, err)
 		}
 	}
 }

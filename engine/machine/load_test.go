@@ -321,14 +321,34 @@ machine: std: {
 	}
 }
 
+// FuzzLoad feeds arbitrary bytes as a machine file (what a --machines directory or an edited
+// machines ConfigMap holds). Seeds: every built-in machine and every testdata machine file
+// (golden error cases), plus testdata/fuzz. Invariants: no panic; a rejection is Errors, each
+// at f.cue:line:col; an accepted file loads the same machines again.
 func FuzzLoad(f *testing.F) {
-	for _, n := range []string{"pool.cue", "claim.cue"} {
+	builtin, _ := fs.Glob(machines.FS, "*.cue")
+	for _, n := range builtin {
 		src, _ := fs.ReadFile(machines.FS, n)
 		f.Add(src)
 	}
+	golden, _ := filepath.Glob("testdata/*.cue")
+	for _, p := range golden {
+		src, err := os.ReadFile(p)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(src)
+	}
+	if len(builtin) < 4 || len(golden) < 10 {
+		f.Fatalf("seeds: %d built-in machines, %d testdata files", len(builtin), len(golden))
+	}
 	f.Fuzz(func(t *testing.T, src []byte) {
-		_, err := Load(fstest.MapFS{"f.cue": {Data: src}}, knownNames)
+		ms, err := Load(fstest.MapFS{"f.cue": {Data: src}}, knownNames)
 		if err == nil {
+			again, err := Load(fstest.MapFS{"f.cue": {Data: src}}, knownNames)
+			if err != nil || len(again) != len(ms) {
+				t.Fatalf("loaded %d machines, then %d: %v", len(ms), len(again), err)
+			}
 			return
 		}
 		var list Errors

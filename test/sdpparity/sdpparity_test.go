@@ -61,3 +61,41 @@ func TestMismatch(t *testing.T) {
 		t.Error("without an expectation, disagreement must be reported")
 	}
 }
+
+// TestExceptionCoversTheDocumentedCases: every corpus case whose CUE verdict is a documented
+// exception is one Exception recognises (the fuzz target relies on it), and a plain
+// disagreement is not.
+func TestExceptionCoversTheDocumentedCases(t *testing.T) {
+	docs, err := Load("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	schema, err := Schema()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, d := range docs {
+		if d.WantCUE == "" {
+			continue
+		}
+		n++
+		if !Exception(d.Object, d.CUE(schema), d.Go()) {
+			t.Errorf("%s (%s:%d): documented exception not recognised", d.Name, d.File, d.Line)
+		}
+	}
+	if n < 10 {
+		t.Fatalf("%d documented exceptions, want at least 10", n)
+	}
+	obj := map[string]any{"spec": map[string]any{"deviceCount": int64(3)}}
+	if Exception(obj, []string{"spec.deviceCount: conflicting values"}, nil) {
+		t.Error("a CUE-only refusal without a null or integral float is not an exception")
+	}
+	if Exception(obj, nil, []string{"spec.deviceCount: Invalid value"}) {
+		t.Error("a Go-only refusal outside request policies is not an exception")
+	}
+	obj["spec"].(map[string]any)["deviceCount"] = 3.0
+	if !Exception(obj, []string{"spec.deviceCount: conflicting values 3.0 and int"}, nil) {
+		t.Error("an integral float is a documented exception")
+	}
+}

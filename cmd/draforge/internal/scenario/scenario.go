@@ -141,7 +141,8 @@ type Object struct {
 }
 
 // Decode vets src and decodes its documents (empty documents are skipped). Namespaced objects
-// without a namespace get defaultNamespace.
+// without a namespace get defaultNamespace. A value Kubernetes' YAML decoder reads otherwise
+// than the schema did (an unquoted yes/no/on/off/y/n) is a VetError at its position.
 func Decode(filename string, src []byte, defaultNamespace string) ([]Object, error) {
 	if err := Vet(filename, src); err != nil {
 		return nil, &VetError{File: filename, Err: err}
@@ -152,6 +153,18 @@ func Decode(filename string, src []byte, defaultNamespace string) ([]Object, err
 		u := &unstructured.Unstructured{}
 		if err := dec.Decode(&u.Object); err != nil {
 			if errors.Is(err, io.EOF) {
+				if err := sameReading(filename, src, out); err != nil {
+					var cerr cueerrors.Error
+					if errors.As(err, &cerr) {
+						return nil, &VetError{File: filename, Err: err}
+					}
+					return nil, err
+				}
+				for _, o := range out {
+					if o.Kind.Namespaced && o.Obj.GetNamespace() == "" {
+						o.Obj.SetNamespace(defaultNamespace)
+					}
+				}
 				return out, nil
 			}
 			return nil, fmt.Errorf("%s: document %d: %w", filename, i, err)
@@ -162,9 +175,6 @@ func Decode(filename string, src []byte, defaultNamespace string) ([]Object, err
 		k, ok := KindOf(u)
 		if !ok { // #Document already rejects this; kept as a guard
 			return nil, fmt.Errorf("%s: document %d: unsupported %s %s", filename, i, u.GetAPIVersion(), u.GetKind())
-		}
-		if k.Namespaced && u.GetNamespace() == "" {
-			u.SetNamespace(defaultNamespace)
 		}
 		out = append(out, Object{File: filename, Index: i, Kind: k, Obj: u})
 	}

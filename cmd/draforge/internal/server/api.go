@@ -59,6 +59,11 @@ func (s *Server) routes() http.Handler {
 	// ?devices=false leaves out the per-device lists (the dashboard's summary: at 1,000 nodes the
 	// full answer is a megabyte).
 	mux.HandleFunc("GET /api/explain/{namespace}/{name}", snap(func(w http.ResponseWriter, r *http.Request, v *view) {
+		devices, err := explainDevices(r.URL.RawQuery)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, codeBadRequest, err.Error())
+			return
+		}
 		res, err := v.explain(r.Context(), r.PathValue("namespace"), r.PathValue("name"))
 		switch {
 		case explain.IsNotFound(err):
@@ -67,7 +72,7 @@ func (s *Server) routes() http.Handler {
 			s.o.Log.Error().Err(err).Str("route", "explain").Msg("explain failed")
 			writeError(w, http.StatusInternalServerError, codeInternal, "the claim could not be explained")
 		default:
-			if r.URL.Query().Get("devices") == "false" {
+			if !devices {
 				res = res.WithoutDevices()
 			}
 			if !etag(w, r, v.version) {

@@ -2,7 +2,6 @@ package server
 
 import (
 	"net/http"
-	"strconv"
 	"strings"
 
 	"github.com/draforge/draforge/cmd/draforge/internal/explain"
@@ -60,23 +59,15 @@ func (s *Server) podRoutes(mux *http.ServeMux, snap func(func(http.ResponseWrite
 		}
 	}))
 	mux.HandleFunc("GET /api/occupancy", snap(func(w http.ResponseWriter, r *http.Request, v *view) {
-		q := r.URL.Query()
-		offset, err1 := intParam(q.Get("offset"), 0)
-		limit, err2 := intParam(q.Get("limit"), defaultOccupancyLimit)
-		if err1 != nil || err2 != nil || offset < 0 || limit < 1 || limit > maxOccupancyLimit {
-			writeError(w, http.StatusBadRequest, codeBadRequest, "offset must be >= 0 and limit between 1 and "+strconv.Itoa(maxOccupancyLimit))
-			return
-		}
-		switch q.Get("state") {
-		case "", "allocated", "free", "tainted":
-		default:
-			writeError(w, http.StatusBadRequest, codeBadRequest, "state must be allocated, free or tainted")
+		o, err := parseOccupancyQuery(r.URL.RawQuery)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, codeBadRequest, err.Error())
 			return
 		}
 		if etag(w, r, v.version) {
 			return
 		}
-		writeJSON(w, http.StatusOK, occupancyPage(v.occupancy, q.Get("q"), q.Get("state"), offset, limit))
+		writeJSON(w, http.StatusOK, occupancyPage(v.occupancy, o.filter, o.state, o.offset, o.limit))
 	}))
 	mux.HandleFunc("GET /api/occupancy/{node}", snap(func(w http.ResponseWriter, r *http.Request, v *view) {
 		node := r.PathValue("node")
@@ -105,13 +96,6 @@ func (s *Server) podRoutes(mux *http.ServeMux, snap func(func(http.ResponseWrite
 		}
 		writeError(w, http.StatusNotFound, codeNotFound, "no such node")
 	}))
-}
-
-func intParam(s string, def int) (int, error) {
-	if s == "" {
-		return def, nil
-	}
-	return strconv.Atoi(s)
 }
 
 // occupancyPage filters rows by q (a substring of the node name, a pool, or a label written

@@ -159,8 +159,9 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 	rc := http.NewResponseController(w)
 	var lastID uint64
 	haveLast := false
-	if v := r.Header.Get("Last-Event-ID"); v != "" {
-		if n, err := strconv.ParseUint(v, 10, 64); err == nil {
+	header := r.Header.Get("Last-Event-ID")
+	if header != "" {
+		if n, err := strconv.ParseUint(header, 10, 64); err == nil {
 			lastID, haveLast = n, true
 		}
 	}
@@ -193,6 +194,12 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 	var b bytes.Buffer
 	b.WriteString("retry: " + strconv.FormatInt(s.o.RetryHint.Milliseconds(), 10) + "\n\n")
 	if resync {
+		// A Last-Event-ID the stream cannot resume from is not refused: EventSource cannot
+		// change the id it sends and gives up on any answer but 200. The snapshot replaces
+		// the replay, and a comment says why (EventSource ignores comments).
+		if header != "" {
+			b.WriteString(resyncComment(header, haveLast))
+		}
 		s.snapshotEvent(latest).encode(&b)
 	}
 	for _, ev := range replay {
@@ -253,4 +260,16 @@ func (s *Server) snapshotEvent(id uint64) sseEvent {
 		data = []byte(`{}`)
 	}
 	return sseEvent{id: id, name: EventSnapshot, data: data}
+}
+
+// resyncComment is the SSE comment naming the Last-Event-ID a stream could not resume from.
+func resyncComment(header string, parsed bool) string {
+	if len(header) > 40 {
+		header = header[:40] + "..."
+	}
+	why := "is not a decimal event id"
+	if parsed {
+		why = "is not in the replay ring (too old, or from another server process)"
+	}
+	return ": Last-Event-ID " + strconv.Quote(header) + " " + why + ": a snapshot follows\n\n"
 }
