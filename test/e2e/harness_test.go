@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -41,7 +42,11 @@ func TestHarnessServesDRA(t *testing.T) {
 	if _, err := e.Kube.ResourceV1().DeviceClasses().Create(ctx, class, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create DeviceClass: %v", err)
 	}
-	t.Cleanup(func() { _ = e.Kube.ResourceV1().DeviceClasses().Delete(ctx, class.Name, metav1.DeleteOptions{}) })
+	// t.Context() is canceled before cleanups run: a leftover slice of the simulated driver's
+	// name, published by hand, would make later tests' claims not DRAForge's.
+	t.Cleanup(func() {
+		_ = e.Kube.ResourceV1().DeviceClasses().Delete(context.Background(), class.Name, metav1.DeleteOptions{})
+	})
 
 	node := "harness-node-" + suffix
 	slice := &resourcev1.ResourceSlice{
@@ -56,7 +61,9 @@ func TestHarnessServesDRA(t *testing.T) {
 	if _, err := e.Kube.ResourceV1().ResourceSlices().Create(ctx, slice, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create ResourceSlice: %v", err)
 	}
-	t.Cleanup(func() { _ = e.Kube.ResourceV1().ResourceSlices().Delete(ctx, slice.Name, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = e.Kube.ResourceV1().ResourceSlices().Delete(context.Background(), slice.Name, metav1.DeleteOptions{})
+	})
 
 	claim := &resourcev1.ResourceClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: "gpu", Namespace: e.Namespace},

@@ -175,8 +175,8 @@ func handedOver(ctx context.Context, e *env, c *resourcev1.ResourceClaim) (bool,
 }
 
 // TestMixedLoadNoDoubleAllocation: pods with template claims and standalone claims, 24 of each,
-// compete at once for the same 12 devices (they all arrive while the DeviceClass is away, then
-// it comes back), with the controller in its default mode (--allocator kube-scheduler) against
+// compete at once for the same 12 devices (they all arrive while a blocker claim holds every
+// device, then it is deleted), with the controller in its default mode (--allocator kube-scheduler) against
 // the real kube-scheduler and kube-controller-manager.
 // Every claim event of the run is watched: a device must never be held by two claims, not even
 // for a moment. In the end every device is allocated exactly once; every standalone claim that
@@ -199,17 +199,27 @@ func TestMixedLoadNoDoubleAllocation(t *testing.T) {
 	e, ctx := r.e, t.Context()
 	w := watchClaims(t, e, func(name string) bool { return strings.HasPrefix(name, "standalone-") })
 
-	// Everything arrives while the DeviceClass is missing, so kube-scheduler finds every pod
-	// unschedulable; the class then comes back and all 48 pods (24 workers, 24 allocation pods,
+	// Everything arrives while a blocker claim holds every device, so kube-scheduler finds every
+	// pod unschedulable; the blocker then goes and all 48 pods (24 workers, 24 allocation pods,
 	// created interleaved) compete for the 12 devices at once. Created together with the
-	// devices available, one kind wins every device: the first to be schedulable.
-	class, err := e.Kube.ResourceV1().DeviceClasses().Get(ctx, r.class, metav1.GetOptions{})
-	if err != nil {
+	// devices available, one kind wins every device: the first to be schedulable. (The class
+	// cannot be away instead: a claim of a missing class is not shown to be DRAForge's, so it
+	// gets no allocation pod.)
+	blocker := standaloneClaim("blocker", r.class)
+	blocker.Spec.Devices.Requests[0].Exactly.Count = devices
+	if _, err := e.Kube.ResourceV1().ResourceClaims(e.Namespace).Create(ctx, blocker, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.Kube.ResourceV1().DeviceClasses().Delete(ctx, r.class, metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	eventually(t, 60*time.Second, func() (bool, string) {
+		c, err := e.Kube.ResourceV1().ResourceClaims(e.Namespace).Get(ctx, "blocker", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		if len(args) > 0 {
+			return c.Status.Allocation != nil, "blocker not allocated"
+		}
+		return handedOver(ctx, e, c)
+	})
 	// Claim first in each pair: its allocation pod comes a moment later (the controller makes it),
 	// as the pod's claim does (kube-controller-manager makes it).
 	for i := range each {
@@ -235,9 +245,8 @@ func TestMixedLoadNoDoubleAllocation(t *testing.T) {
 		}
 		return tried == wantTried, fmt.Sprintf("%d of %d pods tried by kube-scheduler", tried, wantTried)
 	})
-	class.ResourceVersion, class.UID = "", ""
 	rigReady := time.Now()
-	if _, err := e.Kube.ResourceV1().DeviceClasses().Create(ctx, class, metav1.CreateOptions{}); err != nil {
+	if err := e.Kube.ResourceV1().ResourceClaims(e.Namespace).Delete(ctx, "blocker", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -281,7 +290,7 @@ func TestMixedLoadNoDoubleAllocation(t *testing.T) {
 		return
 	}
 	eventually(t, 60*time.Second, settled)
-	t.Logf("settled %s after the DeviceClass came back (%s after the start)", time.Since(rigReady).Round(time.Millisecond), rigReady.Sub(start).Round(time.Millisecond))
+	t.Logf("settled %s after the blocker went (%s after the start)", time.Since(rigReady).Round(time.Millisecond), rigReady.Sub(start).Round(time.Millisecond))
 	time.Sleep(2 * time.Second) // a late double allocation would show here
 	if ok, why := settled(); !ok {
 		t.Errorf("after 2s more: %s", why)
@@ -305,7 +314,7 @@ func TestMixedLoadNoDoubleAllocation(t *testing.T) {
 		claimWrites = append(claimWrites, w.claimRVs[c.Name])
 		var evs []string
 		for _, ev := range w.podEvents[w.uids[c.Name]] {
-			// kube-scheduler's verdicts while the pod waited (here: while the class was away)
+			// kube-scheduler's verdicts while the pod waited (here: while the blocker held the devices)
 			// are the cost of waiting, not of the handoff.
 			if ev != "MODIFIED(PodScheduled=False)" {
 				evs = append(evs, ev)

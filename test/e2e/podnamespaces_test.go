@@ -25,7 +25,7 @@ func TestPodNamespacesFlag(t *testing.T) {
 	e, ctx := r.e, t.Context()
 	pending := func(machine, name string) func() (bool, string) {
 		return func() (bool, string) {
-			code, body := r.ctrl.Get("/debug/machines/" + machine + "/" + e.Namespace + "/" + name)
+			code, body := r.ctrl.GetDebug("/debug/machines/" + machine + "/" + e.Namespace + "/" + name)
 			ok := code == http.StatusOK && strings.Contains(body, `"outcome":"pending"`) &&
 				strings.Contains(body, "pending: "+podnamespaces.Reason+": ") && strings.Contains(body, "--pod-namespaces ("+elsewhere+")")
 			return ok, fmt.Sprintf("%s %s: %d %s", machine, name, code, body)

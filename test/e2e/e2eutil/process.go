@@ -236,9 +236,14 @@ func (c *Controller) ErrorLines() string {
 
 // Get fetches a path of the runtime server: status code and body (0 and the error text when
 // the request failed).
-func (c *Controller) Get(path string) (int, string) {
+func (c *Controller) Get(path string) (int, string) { return get(c.Addr, path) }
+
+// GetDebug fetches a path of the debug server (--debug-address: /debug/machines/...).
+func (c *Controller) GetDebug(path string) (int, string) { return get(c.DebugAddr, path) }
+
+func get(addr, path string) (int, string) {
 	client := http.Client{Timeout: 5 * time.Second}
-	resp, err := client.Get("http://" + c.Addr + path)
+	resp, err := client.Get("http://" + addr + path)
 	if err != nil {
 		return 0, err.Error()
 	}
