@@ -63,13 +63,7 @@ func TestScopeBesideARealDriver(t *testing.T) {
 		}
 	}
 	// The controller is at work: the simulated claim is allocated through its allocation pod.
-	eventually(t, 60*time.Second, func() (bool, string) {
-		c, err := claims.Get(ctx, "sim", metav1.GetOptions{})
-		if err != nil {
-			return false, err.Error()
-		}
-		return handedOver(ctx, e, c)
-	})
+	waitHandedOver(t, e, "sim", 60*time.Second)
 	// Every pending claim is passed over again on a class change (the claim machine's
 	// pendingClaims trigger): give the left-alone claims a second chance to be touched.
 	class, err := e.Kube.ResourceV1().DeviceClasses().Get(ctx, anyClass, metav1.GetOptions{})
@@ -149,13 +143,7 @@ func TestAllocationPodOnlyOnSimulatedNodes(t *testing.T) {
 	if _, err := claims.Create(ctx, standaloneClaim("first", r.class), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 60*time.Second, func() (bool, string) {
-		c, err := claims.Get(ctx, "first", metav1.GetOptions{})
-		if err != nil {
-			return false, err.Error()
-		}
-		return handedOver(ctx, e, c)
-	})
+	waitHandedOver(t, e, "first", 60*time.Second)
 	first, err := claims.Get(ctx, "first", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -201,13 +189,7 @@ func TestAllocationPodOnlyOnSimulatedNodes(t *testing.T) {
 	if err := claims.Delete(ctx, "first", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 90*time.Second, func() (bool, string) {
-		c, err := claims.Get(ctx, "second", metav1.GetOptions{})
-		if err != nil {
-			return false, err.Error()
-		}
-		return handedOver(ctx, e, c)
-	})
+	waitHandedOver(t, e, "second", 90*time.Second)
 	if c, _ := claims.Get(ctx, "second", metav1.GetOptions{}); !strings.HasPrefix(describeAllocation(c), "allocated "+r.node+" ") {
 		t.Errorf("second: %s, want on the simulated node %s", describeAllocation(c), r.node)
 	}
@@ -315,4 +297,16 @@ func auditedClaimWrites(t *testing.T, ns string) map[string][]string {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// waitHandedOver waits until the standalone claim name is handed over (handedOver).
+func waitHandedOver(t *testing.T, e *env, name string, timeout time.Duration) {
+	t.Helper()
+	eventually(t, timeout, func() (bool, string) {
+		c, err := e.Kube.ResourceV1().ResourceClaims(e.Namespace).Get(t.Context(), name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return handedOver(t.Context(), e, c)
+	})
 }
