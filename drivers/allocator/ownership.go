@@ -55,15 +55,17 @@ func (a *Allocator) Ownership(ctx context.Context, claim *resourcev1.ResourceCla
 			theirs = append(theirs, sl)
 		}
 	}
-	classes := make(map[string]*resourcev1.DeviceClass, len(a.classes))
-	for name, c := range a.classes {
-		classes[name] = c
+	views := requestViews(claim)
+	classes := make(map[string]*resourcev1.DeviceClass, len(views)) // only the classes named
+	for _, v := range views {
+		if c, ok := a.classes[v.className]; ok {
+			classes[v.className] = c
+		}
 	}
 	a.mu.RUnlock()
 	// The first foreign device by slice name is the one a reason names.
 	sort.Slice(theirs, func(i, j int) bool { return theirs[i].Name < theirs[j].Name })
 
-	views := requestViews(claim)
 	if len(views) == 0 {
 		return Ownership{Reason: "the claim requests no devices"}
 	}
@@ -97,11 +99,11 @@ func (a *Allocator) requestOwnership(ctx context.Context, v requestView, classes
 	// A selector that fails to evaluate on a device counts as matching it: kube-scheduler
 	// would fail the claim on that device rather than skip it, so it is not DRAForge's to
 	// claim by elimination.
-	noop := func(string, ...any) {}
+	noop, failed := func(string, ...any) {}, sets.New[string]() // explain's remedies: unused here
 	matches := func(sl *compactslice.Slice, i int) bool {
 		d := device{slice: &resourcev1.ResourceSlice{Spec: resourcev1.ResourceSliceSpec{Driver: sl.Driver()}}, dev: sl.Device(i)}
 		for _, sels := range [][]resourcev1.DeviceSelector{class.Spec.Selectors, v.selectors} {
-			for _, r := range a.evalSelectors(ctx, d, sels, "", "", noop, sets.New[string]()) {
+			for _, r := range a.evalSelectors(ctx, d, sels, "", "", noop, failed) {
 				if r.Code != ReasonCELError {
 					return false
 				}

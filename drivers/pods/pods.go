@@ -37,9 +37,6 @@ import (
 	"github.com/draforge/draforge/engine"
 )
 
-// SimulatedNodeLabel marks the nodes whose kubelet DRAForge simulates.
-const SimulatedNodeLabel = simnode.LabelSimulated
-
 // Driver reads nodes, claims and slices from the shared informer caches.
 type Driver struct {
 	inf  *engine.Informers
@@ -219,7 +216,7 @@ func (d *Driver) onSimulatedNode(_ context.Context, obj *unstructured.Unstructur
 		return engine.Fact{Message: "node " + n + " is not known"}, err
 	}
 	meta := engine.ObjectMeta(o)
-	if meta == nil || meta.GetLabels()[SimulatedNodeLabel] != simnode.LabelSimulatedValue {
+	if meta == nil || meta.GetLabels()[simnode.LabelSimulated] != simnode.LabelSimulatedValue {
 		return engine.Fact{Message: "node " + n + " is not simulated"}, nil
 	}
 	// A pod on a simulated node nobody else runs: say why it stays as it is.

@@ -22,6 +22,7 @@ import (
 	"github.com/draforge/draforge/drivers/gvr"
 	"github.com/draforge/draforge/drivers/podnamespaces"
 	"github.com/draforge/draforge/drivers/simdevice"
+	"github.com/draforge/draforge/drivers/simnode"
 	"github.com/draforge/draforge/engine"
 )
 
@@ -45,7 +46,7 @@ func fixture(t *testing.T) (*Driver, *corev1.Pod) {
 			t.Fatal(err)
 		}
 	}
-	add(gvr.Nodes, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a", Labels: map[string]string{SimulatedNodeLabel: "true"}}})
+	add(gvr.Nodes, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a", Labels: map[string]string{simnode.LabelSimulated: simnode.LabelSimulatedValue}}})
 	add(gvr.Nodes, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-r"}})
 	node := "node-a"
 	add(gvr.ResourceSlices, compactslice.From(&resourcev1.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: "s"},

@@ -16,8 +16,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/draforge/draforge/drivers/allocationpod"
-	podsdriver "github.com/draforge/draforge/drivers/pods"
 	"github.com/draforge/draforge/drivers/simdevice"
+	"github.com/draforge/draforge/drivers/simnode"
 	"github.com/draforge/draforge/test/helmtool"
 )
 
@@ -49,7 +49,7 @@ func TestHelmRBACScope(t *testing.T) {
 	user := "system:serviceaccount:" + e.Namespace + ":" + controllerSA
 
 	suffix := rand.String(5)
-	simNode := mkNode(t, e, "scope-sim-"+suffix, map[string]string{podsdriver.SimulatedNodeLabel: "true"})
+	simNode := mkNode(t, e, "scope-sim-"+suffix, map[string]string{simnode.LabelSimulated: simnode.LabelSimulatedValue})
 	realNode := mkNode(t, e, "scope-real-"+suffix, nil)
 
 	// Another driver's slice, published by hand as a real driver would (no DRAForge label).
