@@ -213,9 +213,10 @@ func newRunner(e *Engine, m *machine.Machine) (*runner, error) {
 			}
 			r.enqueueObj(cur)
 		},
-		// A delete is always passed on (its labels may no longer match): the pass forgets the key.
+		// A delete is passed on even when its labels no longer match (the pass forgets the
+		// key), but not for an object the selector's test never let through.
 		DeleteFunc: func(obj any) {
-			if u := ObjectMeta(obj); u != nil {
+			if u := ObjectMeta(obj); u != nil && r.whenHolds(obj) {
 				r.add(cache.ObjectName{Namespace: u.GetNamespace(), Name: u.GetName()}.String())
 			}
 		},
@@ -375,9 +376,20 @@ func ObjectMeta(obj any) metav1.Object {
 }
 
 func (r *runner) enqueueObj(obj any) {
-	if u := ObjectMeta(obj); u != nil && r.selected(u.GetLabels()) {
+	if u := ObjectMeta(obj); u != nil && r.selected(u.GetLabels()) && r.whenHolds(obj) {
 		r.add(cache.ObjectName{Namespace: u.GetNamespace(), Name: u.GetName()}.String())
 	}
+}
+
+// whenHolds reports whether the machine's selector.when lets obj through (true without one,
+// and for an object whose content is unknown, such as a deletion's last state the informer
+// missed).
+func (r *runner) whenHolds(obj any) bool {
+	if r.m.SelectorWhen == nil {
+		return true
+	}
+	u, ok := obj.(*unstructured.Unstructured)
+	return !ok || Selects(r.m, u.Object)
 }
 
 // selected reports whether labels match the machine's selector.
@@ -407,6 +419,14 @@ func (r *runner) processNext(ctx context.Context) bool {
 		// Shutting down: draining keys must not be synced with a cancelled context, which
 		// would count as errors and could even turn objects terminal.
 		return true
+	}
+	if r.m.SelectorWhen != nil {
+		// Keys come from triggers and timers too: the object as cached decides. One that
+		// stopped matching is not passed over again until an event lets it through.
+		if cached, ok, _ := r.inf.GetStore().GetByKey(key); ok && !r.whenHolds(cached) {
+			r.queue.Forget(key)
+			return true
+		}
 	}
 	r.e.o.Observer.SyncStarted(r.m.Name)
 	start := time.Now()

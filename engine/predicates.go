@@ -19,6 +19,16 @@ type evaluator struct {
 	in Input
 }
 
+// Selects reports whether m's selector.when holds for obj (true without one). The loader
+// allows only tests over the object itself there, so no facts are needed.
+func Selects(m *machine.Machine, obj map[string]any) bool {
+	if m.SelectorWhen == nil {
+		return true
+	}
+	ok, err := evaluator{m: m}.test(*m.SelectorWhen, obj)
+	return ok && err == nil
+}
+
 func (e evaluator) derive() (string, error) {
 	if e.in.TerminalMarked {
 		return e.m.TerminalState, nil

@@ -111,3 +111,48 @@ func TestClaimMachineAllocationPodHandoff(t *testing.T) {
 		}
 	}
 }
+
+// TestClaimMachineSelectsClaimsItActsOn: the claim machine passes over standalone claims and,
+// of the claims generated for pods (kube-scheduler's), only those whose allocation has devices
+// with binding conditions, which the simulated driver sets.
+func TestClaimMachineSelectsClaimsItActsOn(t *testing.T) {
+	m := claimMachine(t)
+	owner := func(apiVersion, kind string, controller bool) map[string]any {
+		return map[string]any{"apiVersion": apiVersion, "kind": kind, "name": "p", "uid": "pu", "controller": controller}
+	}
+	withOwners := func(o *unstructured.Unstructured, refs ...map[string]any) *unstructured.Unstructured {
+		var l []any
+		for _, r := range refs {
+			l = append(l, r)
+		}
+		o.Object["metadata"].(map[string]any)["ownerReferences"] = l
+		return o
+	}
+	withResults := func(o *unstructured.Unstructured, results ...map[string]any) *unstructured.Unstructured {
+		var l []any
+		for _, r := range results {
+			l = append(l, r)
+		}
+		o.Object["status"] = map[string]any{"allocation": map[string]any{"devices": map[string]any{"results": l}}}
+		return o
+	}
+	plain := map[string]any{"request": "gpu", "driver": "gpu.example.com", "pool": "p", "device": "gpu-0"}
+	bound := map[string]any{"request": "gpu", "driver": "gpu.example.com", "pool": "p", "device": "gpu-1",
+		"bindingConditions": []any{"Attached"}}
+	for _, tc := range []struct {
+		name  string
+		claim *unstructured.Unstructured
+		want  bool
+	}{
+		{"standalone pending", claimObject(false), true},
+		{"standalone allocated", withResults(claimObject(false), plain), true},
+		{"owned by a Job, not controlled by a pod", withOwners(claimObject(false), owner("batch/v1", "Job", true), owner("v1", "Pod", false)), true},
+		{"a pod's, pending", withOwners(claimObject(false), owner("v1", "Pod", true)), false},
+		{"a pod's, allocated", withResults(withOwners(claimObject(false), owner("v1", "Pod", true)), plain), false},
+		{"a pod's, allocated with binding conditions", withResults(withOwners(claimObject(false), owner("v1", "Pod", true)), plain, bound), true},
+	} {
+		if got := engine.Selects(m, tc.claim.Object); got != tc.want {
+			t.Errorf("%s: selected %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

@@ -38,6 +38,11 @@ func (c *checker) decode(name string, s *spec) *Machine {
 	}
 	if s.Selector != nil {
 		m.Selector, m.FieldSelector, m.SelectorWithout = s.Selector.Labels, s.Selector.Fields, s.Selector.Without
+		if s.Selector.When != nil {
+			t := c.test(*s.Selector.When, "selector", "when")
+			c.objectOnly(t, "selector", "when")
+			m.SelectorWhen = &t
+		}
 	}
 	for i, t := range s.Triggers {
 		tr := Trigger{Resource: t.Resource, Map: t.Map, NameLabel: t.NameLabel, NamespaceLabel: t.NamespaceLabel,
@@ -123,6 +128,28 @@ func (c *checker) test(s specTest, sels ...any) Test {
 		c.errorf(append(sels, "observe"), "unknown observation %q", t.Observe)
 	}
 	return t
+}
+
+// objectOnly reports the parts of t that need more than the object itself: a selector's test
+// runs on informer events, where no pass has gathered observations or related objects, and
+// it must not change with time alone (nothing would re-check it).
+func (c *checker) objectOnly(t Test, sels ...any) {
+	switch {
+	case t.Observe != "":
+		c.errorf(append(slices.Clone(sels), "observe"), "selector.when tests the object alone: observation %q is not available here", t.Observe)
+	case t.Of != "":
+		c.errorf(append(slices.Clone(sels), "of"), "selector.when tests the object alone: related object %q is not available here", t.Of)
+	case t.Exists != "":
+		c.errorf(append(slices.Clone(sels), "exists"), "selector.when tests the object alone: related object %q is not available here", t.Exists)
+	case t.Age:
+		c.errorf(append(slices.Clone(sels), "age"), "selector.when tests the object alone: an age test changes with time, and nothing re-checks it")
+	}
+	for i, x := range t.All {
+		c.objectOnly(x, append(slices.Clone(sels), "all", i)...)
+	}
+	for i, x := range t.Any {
+		c.objectOnly(x, append(slices.Clone(sels), "any", i)...)
+	}
 }
 
 func (c *checker) transition(s specTransition, sels ...any) Transition {

@@ -349,6 +349,7 @@ type spec struct {
 		Labels  map[string]string
 		Fields  string
 		Without []string
+		When    *specTest
 	}
 	Status   StatusPolicy
 	Triggers []specTrigger

@@ -5,8 +5,8 @@ import (
 	"strings"
 )
 
-// Path is a parsed field path such as status.conditions[type=Ready].status or
-// metadata.annotations["a.b/c"]. Related, when set, reads the related object of that name
+// Path is a parsed field path such as status.conditions[type=Ready].status,
+// status.allocation.devices.results[*].bindingConditions or metadata.annotations["a.b/c"]. Related, when set, reads the related object of that name
 // (a timer's since: "related.lease.spec.renewTime").
 type Path struct {
 	Text    string
@@ -14,12 +14,15 @@ type Path struct {
 	Steps   []Step
 }
 
-// Step is one path element: a map key, optionally followed by a list element selection
-// [SelKey=SelValue].
+// Step is one path element: a map key, optionally followed by a list element selection:
+// [SelKey=SelValue], the first element whose SelKey is SelValue, or [*] (Any), the first
+// element where the rest of the path is present, so a presence test holds when any element
+// has the field.
 type Step struct {
 	Key            string
 	SelKey, SelVal string
 	Select         bool
+	Any            bool
 }
 
 // ParsePath parses a field path. allowRelated accepts a leading related.<name>.
@@ -53,11 +56,15 @@ func ParsePath(s string, allowRelated bool) (Path, error) {
 			if end < 0 {
 				return p, fmt.Errorf("path %q: unterminated [key=value]", s)
 			}
-			k, v, ok := strings.Cut(rest[1:end], "=")
-			if !ok || k == "" || v == "" {
-				return p, fmt.Errorf("path %q: list selection must be [key=value]", s)
+			if rest[1:end] == "*" {
+				st.Select, st.Any, rest = true, true, rest[end+1:]
+			} else {
+				k, v, ok := strings.Cut(rest[1:end], "=")
+				if !ok || k == "" || v == "" {
+					return p, fmt.Errorf("path %q: list selection must be [key=value] or [*]", s)
+				}
+				st.Select, st.SelKey, st.SelVal, rest = true, k, v, rest[end+1:]
 			}
-			st.Select, st.SelKey, st.SelVal, rest = true, k, v, rest[end+1:]
 		}
 		p.Steps = append(p.Steps, st)
 		switch {
@@ -86,8 +93,12 @@ func ParsePath(s string, allowRelated bool) (Path, error) {
 
 // Get returns the value at p in obj (a JSON-like map) and whether it is present (non-null).
 func (p Path) Get(obj map[string]any) (any, bool) {
-	var cur any = obj
-	for _, st := range p.Steps {
+	return get(p.Steps, obj)
+}
+
+func get(steps []Step, obj any) (any, bool) {
+	cur := obj
+	for i, st := range steps {
 		m, ok := cur.(map[string]any)
 		if !ok {
 			return nil, false
@@ -96,21 +107,30 @@ func (p Path) Get(obj map[string]any) (any, bool) {
 		if !ok {
 			return nil, false
 		}
-		if st.Select {
-			list, ok := cur.([]any)
-			if !ok {
-				return nil, false
-			}
-			cur = nil
+		if !st.Select {
+			continue
+		}
+		list, ok := cur.([]any)
+		if !ok {
+			return nil, false
+		}
+		if st.Any {
 			for _, e := range list {
-				if em, ok := e.(map[string]any); ok && fmt.Sprint(em[st.SelKey]) == st.SelVal {
-					cur = em
-					break
+				if v, ok := get(steps[i+1:], e); ok {
+					return v, true
 				}
 			}
-			if cur == nil {
-				return nil, false
+			return nil, false
+		}
+		cur = nil
+		for _, e := range list {
+			if em, ok := e.(map[string]any); ok && fmt.Sprint(em[st.SelKey]) == st.SelVal {
+				cur = em
+				break
 			}
+		}
+		if cur == nil {
+			return nil, false
 		}
 	}
 	return cur, cur != nil

@@ -12,7 +12,12 @@ func TestParsePathAndGet(t *testing.T) {
 			map[string]any{"type": "MemoryPressure", "status": "False"},
 			map[string]any{"type": "Ready", "status": "True", "lastHeartbeatTime": "t"},
 		}},
-		"spec": map[string]any{"n": nil},
+		"spec": map[string]any{"n": nil, "results": []any{
+			map[string]any{"device": "gpu-0"},
+			"not an object",
+			map[string]any{"device": "gpu-1", "bindingConditions": []any{"Ready"}},
+			map[string]any{"device": "gpu-2", "bindingConditions": []any{"Attached"}},
+		}},
 	}
 	for _, tc := range []struct {
 		path  string
@@ -27,6 +32,12 @@ func TestParsePathAndGet(t *testing.T) {
 		{"spec.n", nil, false}, // null is absent
 		{"spec.n.deeper", nil, false},
 		{"status.conditions.type", nil, false}, // a list needs a selection
+		// [*]: the first element where the rest is present
+		{"spec.results[*].bindingConditions", []any{"Ready"}, true},
+		{"spec.results[*].device", "gpu-0", true},
+		{"spec.results[*].bindingFailureConditions", nil, false},
+		{"status.conditions[*].lastHeartbeatTime", "t", true},
+		{"spec.n[*].x", nil, false}, // not a list
 	} {
 		p, err := ParsePath(tc.path, false)
 		if err != nil {
@@ -44,7 +55,7 @@ func TestParsePathAndGet(t *testing.T) {
 	if p, _ := ParsePath("related.lease.spec", false); p.Related != "" {
 		t.Error("related prefix read where it is not allowed")
 	}
-	for _, bad := range []string{"", "a..b", "a.", "a[b]", "a[=x]", `a["b`, "a[b=c", "a]b", "related.x"} {
+	for _, bad := range []string{"", "a..b", "a.", "a[b]", "a[=x]", "a[]", "a[**]", `a["b`, "a[b=c", "a]b", "related.x"} {
 		if _, err := ParsePath(bad, true); err == nil {
 			t.Errorf("%q parsed", bad)
 		}

@@ -56,6 +56,9 @@ type Machine struct {
 	// FieldSelector, when set, is a field selector the machine's informer lists and watches
 	// with (e.g. "spec.nodeName!=": only bound pods).
 	FieldSelector string
+	// SelectorWhen, when set, is a test over the object alone: the machine passes over an
+	// object only while it holds (checked on events and before each pass, client-side).
+	SelectorWhen *Test
 	// Status says what the engine may write on the object: conditions + observedGeneration.
 	Status StatusPolicy
 	// Triggers are other resources whose changes enqueue keys of this machine.

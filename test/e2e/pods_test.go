@@ -177,6 +177,12 @@ func (r *podRig) waitClaimGone(t *testing.T, name string) {
 func TestPodLifecycle(t *testing.T) {
 	r := newPodRigWith(t, 1, nil, map[string]any{"deviceStatus": true})
 	e, ctx := r.e, t.Context()
+	// The pod's claim is generated from its template: kube-scheduler allocates it and
+	// kube-controller-manager frees it, so the claim machine never passes over it.
+	claimPasses := func() float64 {
+		return r.ctrl.Metric(t, "draforge_controller_sync_attempts_total", `pipeline="claim"`)
+	}
+	passesBefore := claimPasses()
 	created := time.Now()
 	if _, err := e.Kube.CoreV1().Pods(e.Namespace).Create(ctx, r.gpuPod("runner", nil), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -257,6 +263,9 @@ func TestPodLifecycle(t *testing.T) {
 		return apierrors.IsNotFound(err), fmt.Sprint("pod runner still there: ", err)
 	})
 	r.waitClaimGone(t, claim.Name)
+	if n := claimPasses() - passesBefore; n != 0 {
+		t.Errorf("the claim machine passed %v times over claims while a pod ran with a generated claim, want 0", n)
+	}
 
 	// The device is free again: a Job's pod gets it, runs 2s and completes; its claim goes.
 	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "train"}, Spec: batchv1.JobSpec{
