@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -61,6 +62,11 @@ func newPodRigWith(t *testing.T, devices int, classExtra func(*resourcev1.Device
 		"nodeSelector": map[string]any{"draforge.test/pool": r.prefix},
 	}
 	maps.Copy(spec, poolExtra)
+	for k, v := range poolExtra {
+		if v == nil { // a nil value removes the default
+			delete(spec, k)
+		}
+	}
 	pool := newPool(e.Namespace, "gpus", spec)
 	e.Apply(t, e.Namespace, pool)
 	e.WaitPoolReady(t, e.Namespace, "gpus")
@@ -356,7 +362,38 @@ func TestPodLifecycle(t *testing.T) {
 //   - a DeviceTaintRule putting a NoExecute taint on the device a running pod holds makes
 //     kube-controller-manager's device-taint-eviction controller evict the pod; the simulated
 //     kubelet completes the removal and the claim is deleted;
-//   - with every device tainted NoSchedule, a new pod stays Pending with the scheduler's reason.
+
+// TestPodWithBindingConditions: a pod's generated claim gets a device with binding conditions;
+// kube-scheduler waits in PreBind until the simulated driver sets them, which the claim machine
+// does for such claims although it leaves other generated claims alone (selector.when), so
+// the pod binds and runs.
+func TestPodWithBindingConditions(t *testing.T) {
+	r := newPodRigWith(t, 1, nil, map[string]any{"deviceType": nil, "deviceCount": nil,
+		"deviceGroups": []any{map[string]any{"deviceType": "gpu", "count": int64(1),
+			"bindingConditions": []any{"draforge.test/attached"}, "bindingFailureConditions": []any{"draforge.test/attach-failed"},
+			"bindingDelaySeconds": int64(1)}}})
+	e, ctx := r.e, t.Context()
+	if _, err := e.Kube.CoreV1().Pods(e.Namespace).Create(ctx, r.gpuPod("bound", nil), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	p := r.waitPod(t, "bound", 90*time.Second, podRunning)
+	claim := r.claimOf(t, p)
+	res := claim.Status.Allocation.Devices.Results
+	if len(res) != 1 || !slices.Equal(res[0].BindingConditions, []string{"draforge.test/attached"}) {
+		t.Fatalf("allocation results %+v, want one device with binding condition draforge.test/attached", res)
+	}
+	attached := false
+	for _, d := range claim.Status.Devices {
+		for _, c := range d.Conditions {
+			attached = attached || d.Device == res[0].Device && c.Type == "draforge.test/attached" && c.Status == metav1.ConditionTrue
+		}
+	}
+	if !attached {
+		t.Errorf("claim status.devices %+v: binding condition not True", claim.Status.Devices)
+	}
+}
+
+// - with every device tainted NoSchedule, a new pod stays Pending with the scheduler's reason.
 func TestPodDeviceFaults(t *testing.T) {
 	r := newPodRig(t, 2, nil)
 	e, ctx := r.e, t.Context()
