@@ -214,6 +214,11 @@ func validateConditions(fp *field.Path, g *DeviceGroup) field.ErrorList {
 	if len(g.BindingFailureConditions) > 0 && len(g.BindingConditions) == 0 {
 		errs = append(errs, field.Required(bp, "bindingFailureConditions need bindingConditions"))
 	}
+	if len(g.BindingConditions) > 0 && len(g.BindingFailureConditions) == 0 {
+		// The API server rejects such a slice ("bindingFailureConditions are required to use
+		// bindingConditions"), which would only show when the pool publishes.
+		errs = append(errs, field.Required(fpp, "bindingConditions need bindingFailureConditions"))
+	}
 	if g.BindingDelaySeconds > 0 && len(g.BindingConditions) == 0 {
 		errs = append(errs, field.Required(bp, "bindingDelaySeconds needs bindingConditions"))
 	}

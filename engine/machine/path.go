@@ -6,7 +6,8 @@ import (
 )
 
 // Path is a parsed field path such as status.conditions[type=Ready].status,
-// status.allocation.devices.results[*].bindingConditions or metadata.annotations["a.b/c"]. Related, when set, reads the related object of that name
+// status.allocation.devices.results[*].bindingConditions or metadata.annotations["a.b/c"].
+// Related, when set, reads the related object of that name
 // (a timer's since: "related.lease.spec.renewTime").
 type Path struct {
 	Text    string
