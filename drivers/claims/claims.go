@@ -216,8 +216,8 @@ func podClaims(obj metav1.Object) []cache.ObjectName {
 
 // pendingClaims maps any change (a slice, a class) to the claims still waiting for devices.
 // Allocated claims derive to a state with no events, so re-syncing them would be work without
-// effect; with hundreds of allocated claims and a pool publishing a thousand slices that work
-// used to dominate the controller's CPU.
+// effect, and with hundreds of allocated claims and a pool publishing a thousand slices it
+// would dominate the controller's CPU.
 func (d *Driver) pendingClaims(metav1.Object) []cache.ObjectName {
 	var keys []cache.ObjectName
 	for _, k := range d.Allocator.PendingClaims() {

@@ -65,7 +65,7 @@ func MakePlan(desired, owned []*resourcev1.ResourceSlice, byName func(string) *r
 				continue
 			}
 			// A shallow copy: the write shares the desired slice's devices and labels, which
-			// nothing changes; a deep copy of thousands of slices was most of a large plan.
+			// nothing changes; a deep copy of thousands of slices would be most of a large plan.
 			c := *d
 			w := &c
 			w.Spec.Pool.Generation = gen

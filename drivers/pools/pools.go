@@ -260,9 +260,13 @@ func (d *Driver) outOfDate(ctx context.Context, obj *unstructured.Unstructured) 
 	return engine.Holds(!plan.Empty() || !sameNodes(obj, plan.Nodes)), nil
 }
 
-// publish writes the plan: creates and updates first, so the pool never loses devices it
-// keeps, then deletes. Slice names another live incarnation of the pool still holds block
-// publication (PoolNameTaken, mapped to a state in CUE); API errors go to the backoff table.
+// publish writes the plan: deletes first, then creates, then updates. Deletes go first because
+// one may free a name a create needs (a slice left by a deleted incarnation of the pool); they
+// never take devices the pool keeps, since the plan deletes only that incarnation's slices and
+// the pool's slices no desired slice names, and a slice whose name stays is updated in place.
+// Slice names another live incarnation of the
+// pool still holds block publication (PoolNameTaken, mapped to a state in CUE); API errors go
+// to the backoff table.
 func (d *Driver) publish(ctx context.Context, obj *unstructured.Unstructured) error {
 	plan, err := d.plan(ctx, obj)
 	if err != nil {
@@ -279,9 +283,8 @@ func (d *Driver) publish(ctx context.Context, obj *unstructured.Unstructured) er
 		d.await(obj.GetUID(), name, rv)
 	}
 	api := d.kube.ResourceV1().ResourceSlices()
-	// Deletes first (they may free a name a create needs), then creates and updates. Each
-	// group is written with bounded concurrency: one by one, a thousand-node pool spends most
-	// of its time waiting for round trips the client's QPS would allow in parallel.
+	// Each group is written with bounded concurrency: one by one, a thousand-node pool spends
+	// most of its time waiting for round trips the client's QPS would allow in parallel.
 	if err := writeAll(ctx, plan.Delete, func(ctx context.Context, name string) error {
 		if err := api.Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 			return err

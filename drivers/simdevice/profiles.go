@@ -161,7 +161,7 @@ func pciTopology(i int) (busID, root string, numa int64) {
 // gives one per node.
 //
 // Written without fmt: a pool of 5,000 nodes × 8 devices computes 80,000 of them per plan, and
-// fmt was most of building the pool's desired slices.
+// with fmt they would be most of building the pool's desired slices.
 func deviceUID(namespace, name, node string, i int) string {
 	key := make([]byte, 0, len(namespace)+len(name)+len(node)+8)
 	key = append(append(append(append(append(append(key, namespace...), '/'), name...), '/'), node...), '/')

@@ -26,6 +26,20 @@ type Row struct {
 	Failed bool
 }
 
+// Status is the row's ok column: FAILED (the measurement failed), n/a (not measured), NO (the
+// target was missed) or yes.
+func (r Row) Status() string {
+	switch {
+	case r.Failed:
+		return "FAILED"
+	case r.Skip:
+		return "n/a"
+	case !r.OK:
+		return "NO"
+	}
+	return "yes"
+}
+
 // Missed returns the rows whose target was not met: a measured row that is not OK, and a
 // measurement that failed. `go tool task bench` exits non-zero when any row is returned.
 func Missed(rows []Row) []Row {
@@ -61,16 +75,7 @@ func Print(w io.Writer, rows []Row) {
 	fmt.Fprintln(tw, "metric\t| value\t| baseline\t| ratio\t| target\t| ok")
 	fmt.Fprintln(tw, "---\t| ---\t| ---\t| ---\t| ---\t| ---")
 	for _, r := range rows {
-		ok := "yes"
-		switch {
-		case r.Failed:
-			ok = "FAILED"
-		case r.Skip:
-			ok = "n/a"
-		case !r.OK:
-			ok = "NO"
-		}
-		fmt.Fprintf(tw, "%s\t| %s\t| %s\t| %s\t| %s\t| %s\n", r.Metric, dash(r.Value), dash(r.Baseline), dash(r.Ratio), dash(r.Target), ok)
+		fmt.Fprintf(tw, "%s\t| %s\t| %s\t| %s\t| %s\t| %s\n", r.Metric, dash(r.Value), dash(r.Baseline), dash(r.Ratio), dash(r.Target), r.Status())
 	}
 	tw.Flush()
 }

@@ -330,7 +330,7 @@ func TestMixedLoadNoDoubleAllocation(t *testing.T) {
 	sort.Ints(claimWrites)
 	sort.Ints(podWrites)
 	t.Logf("%d standalone claims handed over, %d waiting; writes per handed-over claim: claim %v, allocation pod %v", len(handed), len(waiting), claimWrites, podWrites)
-	// The handoff's writes (README, "One allocator"): claim: finalizer added and
+	// The handoff's writes (docs/allocator.md): claim: finalizer added and
 	// allocation+reservedFor (kube-scheduler), finalizer removed (the machine), reservedFor
 	// emptied (kube-controller-manager); pod: created (the machine), nominatedNodeName and
 	// binding (kube-scheduler), deleted with grace period 0 (the machine: one request, stored as

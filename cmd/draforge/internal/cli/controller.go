@@ -56,7 +56,7 @@ func newController(kf *kubeFlags) *cobra.Command {
 	o := &controllerOptions{}
 	cmd := &cobra.Command{
 		Use:   "controller",
-		Short: "Run the pool and claim machines (with leader election, probes and metrics)",
+		Short: "Run the machines (" + strings.Join(machines.Names, ", ") + ") with leader election, probes and metrics",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runController(cmd.Context(), kf, o)

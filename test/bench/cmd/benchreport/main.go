@@ -1,6 +1,8 @@
 // Command benchreport runs the test/bench measurements against a local control plane it starts
 // itself and prints one `metric | value | baseline | ratio | target | ok` table, the unit
-// benchmarks included. It exits 1 when a row misses its target or a measurement fails.
+// benchmarks included. It exits 1 when a row misses its target or a measurement fails. With
+// -json FILE it also writes the rows with the commit, date, arguments and verdict
+// (test/bench/benchrun), from which benchtable renders docs/benchmarks.md's table.
 package main
 
 import (
@@ -9,16 +11,19 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/draforge/draforge/test/bench"
+	"github.com/draforge/draforge/test/bench/benchrun"
 )
 
 func main() {
 	cfg := bench.DefaultConfig()
+	jsonOut := flag.String("json", "", "also write the run's rows, commit, date, arguments and verdict as JSON to this file (for `go tool task bench:table`)")
 	only := flag.String("only", "", "comma-separated phases to run: unit, memory, explain, alloc, churn, cost, publish, nodes, scale-publish, scale-nodes, workloads (default all)")
 	flag.IntVar(&cfg.PubNodes, "pub-nodes", cfg.PubNodes, "nodes for slice publication")
 	flag.IntVar(&cfg.PubDevices, "pub-devices", cfg.PubDevices, "devices per node for slice publication")
@@ -65,14 +70,60 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	start := time.Now()
+	var record *benchrun.Run
+	if *jsonOut != "" {
+		// The commit is read before the run, so the record names the code that was measured.
+		commit, dirty, err := benchrun.Source(ctx, ".")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "benchreport: -json:", err)
+			os.Exit(2)
+		}
+		record = &benchrun.Run{Commit: commit, Dirty: dirty, Date: start.UTC().Truncate(time.Second), Args: os.Args[1:]}
+	}
 	rows, err := bench.Run(ctx, cfg, os.Stderr)
 	fmt.Println()
 	bench.Print(os.Stdout, rows)
-	fmt.Printf("\n(total %s)\n", time.Since(start).Round(time.Second))
-	if err := bench.Verdict(rows, err); err != nil {
-		fmt.Fprintln(os.Stderr, "benchreport:", err)
+	total := time.Since(start).Round(time.Second)
+	fmt.Printf("\n(total %s)\n", total)
+	verdict := bench.Verdict(rows, err)
+	if record != nil {
+		if err := writeRecord(*jsonOut, record, rows, total, verdict); err != nil {
+			fmt.Fprintln(os.Stderr, "benchreport: -json:", err)
+			os.Exit(1)
+		}
+	}
+	if verdict != nil {
+		fmt.Fprintln(os.Stderr, "benchreport:", verdict)
 		os.Exit(1)
 	}
+}
+
+// writeRecord completes r with the run's rows, duration and verdict and writes it to file.
+func writeRecord(file string, r *benchrun.Run, rows []bench.Row, total time.Duration, verdict error) error {
+	r.Duration = total.String()
+	r.Verdict = "pass"
+	if verdict != nil {
+		r.Verdict = verdict.Error()
+	}
+	if r.Args == nil {
+		r.Args = []string{}
+	}
+	for _, row := range rows {
+		r.Rows = append(r.Rows, benchrun.Row{Metric: row.Metric, Value: row.Value, Baseline: row.Baseline, Ratio: row.Ratio,
+			Target: row.Target, Result: row.Status(), Pass: row.Status() != "NO" && row.Status() != "FAILED"})
+	}
+	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+		return err
+	}
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	if err := benchrun.Write(f, r); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 func joinInts(v []int) string {

@@ -1,0 +1,54 @@
+// Command benchtable renders a bench run's record (`benchreport -json FILE`) as the Markdown
+// table of docs/benchmarks.md: with -doc it rewrites the table between the document's
+// benchtable markers, else it prints the table. `go tool task bench:table` runs it.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+
+	"github.com/draforge/draforge/test/bench/benchrun"
+)
+
+func main() {
+	doc := flag.String("doc", "", "Markdown file whose table between "+benchrun.Begin+" and "+benchrun.End+" is rewritten (default: print the table)")
+	flag.Usage = func() {
+		fmt.Fprintln(flag.CommandLine.Output(), "usage: benchtable [-doc FILE.md] RUN.json")
+		flag.PrintDefaults()
+	}
+	flag.Parse()
+	if flag.NArg() != 1 {
+		flag.Usage()
+		os.Exit(2)
+	}
+	if err := run(flag.Arg(0), *doc); err != nil {
+		fmt.Fprintln(os.Stderr, "benchtable:", err)
+		os.Exit(1)
+	}
+}
+
+func run(runFile, docFile string) error {
+	data, err := os.ReadFile(runFile)
+	if err != nil {
+		return err
+	}
+	r, err := benchrun.Read(runFile, data)
+	if err != nil {
+		return err
+	}
+	table := benchrun.Markdown(r)
+	if docFile == "" {
+		_, err := os.Stdout.WriteString(table)
+		return err
+	}
+	doc, err := os.ReadFile(docFile)
+	if err != nil {
+		return err
+	}
+	out, err := benchrun.Replace(string(doc), table)
+	if err != nil {
+		return fmt.Errorf("%s: %w", docFile, err)
+	}
+	return os.WriteFile(docFile, []byte(out), 0o644)
+}
