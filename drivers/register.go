@@ -22,6 +22,7 @@ import (
 	"github.com/draforge/draforge/drivers/allocator"
 	"github.com/draforge/draforge/drivers/binding"
 	"github.com/draforge/draforge/drivers/claims"
+	"github.com/draforge/draforge/drivers/clusterview"
 	"github.com/draforge/draforge/drivers/compactpod"
 	"github.com/draforge/draforge/drivers/compactslice"
 	"github.com/draforge/draforge/drivers/gvr"
@@ -87,11 +88,12 @@ func register(reg *engine.Registry, d Deps) (*Set, error) {
 		return nil, err
 	}
 	c.PodNamespaces = d.PodNamespaces
-	b := binding.Register(reg, d.Informers, d.Kube)
+	view := clusterview.FeedPools(d.Informers)
+	b := binding.Register(reg, d.Kube, view)
 	b.Published = func(alloc *resourcev1.AllocationResult) bool {
 		return c.Allocator.AllPublished(alloc, simdevice.Published)
 	}
-	pd, err := podsDriver.Register(reg, d.Informers, d.Kube)
+	pd, err := podsDriver.Register(reg, d.Informers, d.Kube, view)
 	if err != nil {
 		return nil, err
 	}

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/draforge/draforge/drivers/clusterview"
 	"github.com/draforge/draforge/drivers/simdevice"
 	"github.com/draforge/draforge/engine"
 )
@@ -111,10 +112,10 @@ func TestStatusFailureAndTimeout(t *testing.T) {
 func TestActionsWriteStatusAndDeallocate(t *testing.T) {
 	c := allocated("gpu-1")
 	kube := fake.NewClientset(c)
-	d := New(kube)
+	pools := clusterview.NewPools()
+	d := New(kube, pools)
 	d.now = func() time.Time { return t0.Add(10 * time.Second) }
-	u := toUnstructured(t, testPool())
-	d.UpsertPool(u)
+	pools.Upsert(toUnstructured(t, testPool()))
 	obj := toUnstructured(t, c)
 	if f, _ := d.awaits(context.Background(), obj); !f.Holds {
 		t.Fatal("claim should await binding conditions")

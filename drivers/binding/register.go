@@ -3,7 +3,6 @@ package binding
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	resourcev1 "k8s.io/api/resource/v1"
@@ -11,8 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/draforge/draforge/drivers/gvr"
-	"github.com/draforge/draforge/drivers/simdevice"
+	"github.com/draforge/draforge/drivers/clusterview"
 	"github.com/draforge/draforge/engine"
 )
 
@@ -33,20 +31,17 @@ type Driver struct {
 	// claimBindingFailed holds only then (nil: never).
 	Published func(*resourcev1.AllocationResult) bool
 	now       func() time.Time
-
-	mu    sync.RWMutex
-	pools map[string]*simdevice.Pool
+	pools     *clusterview.Pools
 }
 
-// New returns a Driver without informers (Register feeds it).
-func New(kube kubernetes.Interface) *Driver {
-	return &Driver{kube: kube, Timeout: DefaultTimeout, now: time.Now, pools: map[string]*simdevice.Pool{}}
+// New returns a Driver reading the decoded pools of the cluster view.
+func New(kube kubernetes.Interface, pools *clusterview.Pools) *Driver {
+	return &Driver{kube: kube, Timeout: DefaultTimeout, now: time.Now, pools: pools}
 }
 
-// Register feeds the driver's pool index from inf and registers its functions in reg.
-func Register(reg *engine.Registry, inf *engine.Informers, kube kubernetes.Interface) *Driver {
-	d := New(kube)
-	engine.Feed(inf, gvr.SimulatedDevicePools, d.UpsertPool, d.DeletePool)
+// Register registers the driver's functions in reg; pools is the cluster view's pool index.
+func Register(reg *engine.Registry, kube kubernetes.Interface, pools *clusterview.Pools) *Driver {
+	d := New(kube, pools)
 	reg.Observation("claimAwaitsBindingConditions", d.awaits)
 	reg.Action("setBindingConditions", d.set)
 	reg.Observation("claimBindingFailed", d.failed)
@@ -54,32 +49,8 @@ func Register(reg *engine.Registry, inf *engine.Informers, kube kubernetes.Inter
 	return d
 }
 
-// UpsertPool records a pool's device groups (decoded and defaulted from the cached object).
-func (d *Driver) UpsertPool(u *unstructured.Unstructured) {
-	p, err := simdevice.FromUnstructured(u)
-	if err != nil {
-		return // invalid pools publish nothing
-	}
-	d.mu.Lock()
-	d.pools[p.Namespace+"/"+p.Name] = p
-	d.mu.Unlock()
-}
-
-// DeletePool forgets a pool.
-func (d *Driver) DeletePool(u *unstructured.Unstructured) {
-	d.mu.Lock()
-	delete(d.pools, u.GetNamespace()+"/"+u.GetName())
-	d.mu.Unlock()
-}
-
 func (d *Driver) lookup() Lookup {
-	d.mu.RLock()
-	defer d.mu.RUnlock()
-	ps := make([]*simdevice.Pool, 0, len(d.pools))
-	for _, p := range d.pools {
-		ps = append(ps, p)
-	}
-	return Index(ps)
+	return Index(d.pools.List())
 }
 
 // claimOf returns the pass's claim as the API type, converted once per pass; callers must not

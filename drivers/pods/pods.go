@@ -17,7 +17,6 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -28,6 +27,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/draforge/draforge/drivers/clusterview"
 	"github.com/draforge/draforge/drivers/compactslice"
 	"github.com/draforge/draforge/drivers/devicestatus"
 	"github.com/draforge/draforge/drivers/gvr"
@@ -44,16 +44,15 @@ type Driver struct {
 	// PodNamespaces are where the simulated kubelet may write pods (--pod-namespaces).
 	PodNamespaces podnamespaces.Set
 
-	mu sync.RWMutex
-	// reporting holds "<namespace>/<name>" of the SimulatedDevicePools whose simulated driver
-	// writes status.devices (simdevice.PoolSpec.ReportsDeviceStatus).
-	reporting map[string]bool
+	// pools are the cluster view's decoded SimulatedDevicePools: whether a pool's simulated
+	// driver writes status.devices (simdevice.PoolSpec.ReportsDeviceStatus).
+	pools *clusterview.Pools
 }
 
-// Register registers the pod machine's observations and actions.
-func Register(reg *engine.Registry, inf *engine.Informers, kube kubernetes.Interface) (*Driver, error) {
-	d := &Driver{inf: inf, kube: kube, reporting: map[string]bool{}}
-	engine.Feed(inf, gvr.SimulatedDevicePools, d.upsertPool, d.deletePool)
+// Register registers the pod machine's observations and actions; pools is the cluster view's
+// pool index.
+func Register(reg *engine.Registry, inf *engine.Informers, kube kubernetes.Interface, pools *clusterview.Pools) (*Driver, error) {
+	d := &Driver{inf: inf, kube: kube, pools: pools}
 	// The caches read below (claims are the claim machine's own informer).
 	inf.For(gvr.Nodes)
 	inf.For(gvr.ResourceSlices)
@@ -79,24 +78,6 @@ func Register(reg *engine.Registry, inf *engine.Informers, kube kubernetes.Inter
 	return d, nil
 }
 
-func (d *Driver) upsertPool(u *unstructured.Unstructured) {
-	key := u.GetNamespace() + "/" + u.GetName()
-	p, err := simdevice.FromUnstructured(u)
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if err == nil && p.Spec.ReportsDeviceStatus() {
-		d.reporting[key] = true
-	} else {
-		delete(d.reporting, key)
-	}
-}
-
-func (d *Driver) deletePool(u *unstructured.Unstructured) {
-	d.mu.Lock()
-	delete(d.reporting, u.GetNamespace()+"/"+u.GetName())
-	d.mu.Unlock()
-}
-
 // reports tells whether the simulated driver of a DRA pool writes status.devices: the pool's
 // slices name the SimulatedDevicePool that publishes them (DRA pool names may be hashed).
 func (d *Driver) reports(driver string) devicestatus.Reports {
@@ -105,10 +86,8 @@ func (d *Driver) reports(driver string) devicestatus.Reports {
 		for _, o := range objs {
 			if s, ok := o.(*compactslice.Slice); ok {
 				l := s.GetLabels()
-				d.mu.RLock()
-				reporting := d.reporting[l[simdevice.LabelSDPNamespace]+"/"+l[simdevice.LabelSDPName]]
-				d.mu.RUnlock()
-				return reporting
+				p, ok := d.pools.Get(l[simdevice.LabelSDPNamespace] + "/" + l[simdevice.LabelSDPName])
+				return ok && p.Spec.ReportsDeviceStatus()
 			}
 		}
 		return false

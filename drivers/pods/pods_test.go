@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
+	"github.com/draforge/draforge/drivers/clusterview"
 	"github.com/draforge/draforge/drivers/compactslice"
 	"github.com/draforge/draforge/drivers/gvr"
 	"github.com/draforge/draforge/drivers/podnamespaces"
@@ -37,7 +38,7 @@ func fixture(t *testing.T) (*Driver, *corev1.Pod) {
 		gvr.ResourceSlices: "ResourceSliceList", gvr.ResourceClaims: "ResourceClaimList", gvr.Nodes: "NodeList",
 	})
 	inf := engine.NewInformers(client)
-	d, err := Register(engine.NewRegistry(), inf, nil)
+	d, err := Register(engine.NewRegistry(), inf, nil, clusterview.NewPools())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -248,7 +249,7 @@ func TestReportsDeviceStatus(t *testing.T) {
 		{"deviceStatus true", pool(map[string]any{"deviceStatus": true}), true},
 	} {
 		if c.pool != nil {
-			d.upsertPool(c.pool)
+			d.pools.Upsert(c.pool)
 		}
 		if got := reports("sdp-0123", "nic-0"); got != c.want {
 			t.Errorf("%s: reports %v, want %v", c.name, got, c.want)
@@ -257,7 +258,7 @@ func TestReportsDeviceStatus(t *testing.T) {
 	if reports("p", "gpu-0") {
 		t.Error("a slice without a SimulatedDevicePool reports status")
 	}
-	d.deletePool(pool(map[string]any{}))
+	d.pools.Delete(pool(map[string]any{}))
 	if reports("sdp-0123", "nic-0") {
 		t.Error("a deleted pool still reports status")
 	}
