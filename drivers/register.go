@@ -161,14 +161,16 @@ func typedLister[L runtime.Object](kube kubernetes.Interface, api interface {
 
 // prunePod caches a pod as a *compactpod.Pod: what allocator.ClaimNeedsSimulatedAllocation,
 // the pod index, the podClaims mapper and the serve views (graph, doctor, claim views) read,
-// and for allocation pods the PodScheduled condition (the claim machine's pending message).
+// and, while the pod is not bound, its PodScheduled condition: kube-scheduler's reason is the
+// claim machine's pending message for an allocation pod and the serve views' Scheduler column
+// and explain's for every other pod. Bound pods drop it, so they cost nothing more.
 func prunePod(o runtime.Object) runtime.Object {
 	p, ok := o.(*corev1.Pod)
 	if !ok {
 		return o
 	}
 	c := compactpod.From(p)
-	if allocationpod.Is(p) {
+	if allocationpod.Is(p) || p.Spec.NodeName == "" {
 		for _, cond := range p.Status.Conditions {
 			if cond.Type == corev1.PodScheduled {
 				c.Scheduled = &corev1.PodCondition{Type: cond.Type, Status: cond.Status, Reason: cond.Reason, Message: cond.Message}

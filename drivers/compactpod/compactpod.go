@@ -24,8 +24,8 @@ type Pod struct {
 	Phase                 corev1.PodPhase
 	ResourceClaims        []corev1.PodResourceClaim
 	ResourceClaimStatuses []corev1.PodResourceClaimStatus
-	// Scheduled is the PodScheduled condition, kept only for allocation pods (its message says
-	// why kube-scheduler cannot allocate their claim); nil for every other pod.
+	// Scheduled is the PodScheduled condition, kept for allocation pods and pods not bound yet
+	// (its message says why kube-scheduler cannot place them); nil for every other pod.
 	Scheduled *corev1.PodCondition
 }
 

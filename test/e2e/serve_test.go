@@ -181,6 +181,28 @@ func TestServe(t *testing.T) {
 		ok := pod.Node == "node-a" && len(pod.Devices) == 1 && pod.Devices[0].Claim == "single-gpu" && pod.Devices[0].Pool == poolName && pod.Devices[0].Node == "node-a"
 		return ok, fmt.Sprintf("%+v", pod)
 	})
+	// A pod using single-gpu that kube-scheduler cannot place: /api/pods shows its reason (the
+	// pod cache keeps the PodScheduled condition of unbound pods).
+	nowhere := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "nowhere", Namespace: ns},
+		Spec: corev1.PodSpec{NodeSelector: map[string]string{"draforge.test/no-such-node": "true"},
+			ResourceClaims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimName: ptr.To("single-gpu")}},
+			Containers: []corev1.Container{{Name: "c", Image: "registry.k8s.io/pause:3.10"}}}}
+	if _, err := e.Kube.CoreV1().Pods(ns).Create(t.Context(), nowhere, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = e.Kube.CoreV1().Pods(ns).Delete(context.Background(), "nowhere", metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
+	})
+	eventually(t, 30*time.Second, func() (bool, string) {
+		var pod struct{ Unschedulable string }
+		code, body := srv.Get("/api/pods/" + ns + "/nowhere")
+		if code != http.StatusOK {
+			return false, body
+		}
+		getJSON(t, srv, "/api/pods/"+ns+"/nowhere", &pod)
+		return strings.Contains(pod.Unschedulable, "nodes are available"), body
+	})
+
 	// The CLI says which device the bound pod holds (the claim is not reserved for it: no
 	// scheduler placed it).
 	if ex := mustCLI(t, "explain", "-n", ns, "pod/gpu-user"); !strings.Contains(ex, "on node node-a; holds single-gpu:gpu=") ||
