@@ -186,7 +186,7 @@ func TestServe(t *testing.T) {
 	nowhere := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "nowhere", Namespace: ns},
 		Spec: corev1.PodSpec{NodeSelector: map[string]string{"draforge.test/no-such-node": "true"},
 			ResourceClaims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimName: ptr.To("single-gpu")}},
-			Containers: []corev1.Container{{Name: "c", Image: "registry.k8s.io/pause:3.10"}}}}
+			Containers:     []corev1.Container{{Name: "c", Image: "registry.k8s.io/pause:3.10"}}}}
 	if _, err := e.Kube.CoreV1().Pods(ns).Create(t.Context(), nowhere, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
