@@ -57,10 +57,10 @@ func TestCounts(t *testing.T) {
 
 func TestWorkloadRows(t *testing.T) {
 	r := &WorkloadsResult{Nodes: 500, Devices: 10,
-		DRAForge: &WorkloadSide{Pods: 100, Rate: 60, Wall: time.Minute,
+		DRAForge: &WorkloadSide{Pods: 100, Rate: 60, Wall: time.Minute, CPU: 2 * time.Second,
 			Requests:     Counts{"patch pods/status": 100, "watch pods": 2, "patch leases": 3000},
 			ControlPlane: map[cluster.Component]time.Duration{cluster.APIServer: 6 * time.Second, cluster.Scheduler: 3 * time.Second}},
-		Kwok: &WorkloadSide{Pods: 100, Rate: 50, Wall: time.Minute,
+		Kwok: &WorkloadSide{Pods: 100, Rate: 50, Wall: time.Minute, CPU: 3 * time.Second,
 			Requests:     Counts{"patch pods/status": 100, "list pods": 10, "update leases": 2500},
 			ControlPlane: map[cluster.Component]time.Duration{cluster.APIServer: 4 * time.Second, cluster.Scheduler: 2 * time.Second}},
 	}
@@ -106,6 +106,17 @@ func TestWorkloadRows(t *testing.T) {
 	}
 	if rows := miss(func(d, _ Counts) { d["patch leases"] = 2300 }); rows[2].OK {
 		t.Fatalf("Leases behind KWOK's met: %+v", rows[2])
+	}
+	// The agent's CPU per pod: at most KWOK's.
+	if cpu := rows[5]; !cpu.OK || cpu.Target != "<= 1.0" || cpu.Ratio != "0.67" || cpu.Value != "20.00 ms/pod (2.00 s for 100 pods)" {
+		t.Fatalf("agent CPU row %+v", cpu)
+	}
+	slower := *r
+	heavy := *r.DRAForge
+	heavy.CPU = 3100 * time.Millisecond
+	slower.DRAForge = &heavy
+	if cpu := WorkloadRows(&slower)[5]; cpu.OK {
+		t.Fatalf("31 ms of agent CPU per pod against KWOK's 30 met: %+v", cpu)
 	}
 	// The control plane's CPU in total and per process, in the order the processes start.
 	cp := rows[6]
