@@ -9,10 +9,15 @@ import (
 	"strings"
 	"testing"
 	"testing/fstest"
+	"time"
 
 	"github.com/looplab/fsm"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/draforge/draforge/drivers"
+	"github.com/draforge/draforge/drivers/pods"
+	"github.com/draforge/draforge/engine"
 	"github.com/draforge/draforge/engine/machine"
 	"github.com/draforge/draforge/machines"
 )
@@ -192,7 +197,7 @@ func TestFSMEvents(t *testing.T) {
 }
 
 // TestPodMachineDecodes: the pod machine's field selector, its grace-0 delete and its
-// templates (toJSON/fromJSON over a driver observation's message) come through the loader.
+// templates over the pod driver's typed facts come through the loader.
 func TestPodMachineDecodes(t *testing.T) {
 	ms, err := machines.Load(known(t))
 	if err != nil {
@@ -216,18 +221,46 @@ func TestPodMachineDecodes(t *testing.T) {
 	if !del.Delete || del.GracePeriodSeconds == nil || *del.GracePeriodSeconds != 0 {
 		t.Errorf("release ends with %+v, want delete with grace period 0", del)
 	}
-	tpl, err := machine.CompileString(`json:[{{range $i, $c := .containers}}{{if $i}},{{end}}{{toJSON (index (fromJSON $.health) $c)}}{{end}}]`)
+	// The running patch reads the drivers' typed facts as values: the addresses, and each
+	// container's device health.
+	start := pod.States["pending"].On[0]
+	patch := start.Actions[len(start.Actions)-1].Patch
+	if start.Event != "start" || patch == nil || patch.Status == nil {
+		t.Fatalf("pending's start transition = %+v", start)
+	}
+	health := pods.Health{"main": {{Name: "claim:gpu", Resources: []corev1.ResourceHealth{
+		{ResourceID: "sim/p/gpu-0", Health: corev1.ResourceHealthStatusUnhealthy}}}}}
+	facts := podFacts{"podNetwork": {Holds: true, Value: pods.Network{HostIP: "172.16.0.9", PodIP: "10.244.0.7"}},
+		"podDeviceHealth": {Holds: true, Value: health}}
+	obj := &unstructured.Unstructured{Object: map[string]any{
+		"metadata": map[string]any{"name": "w", "namespace": "ns", "uid": "u1"},
+		"spec":     map[string]any{"nodeName": "n", "containers": []any{map[string]any{"name": "main", "image": "i"}, map[string]any{"name": "side", "image": "j"}}},
+	}}
+	now := time.Date(2026, 12, 5, 6, 0, 0, 0, time.UTC)
+	got, err := patch.Status.Render(engine.TemplateData(pod, engine.Input{Object: obj, Facts: facts, Now: now}, nil))
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := tpl.Render(map[string]any{"containers": []any{"a", "b"}, "health": `{"a":[1],"b":{"x":"y"}}`})
-	if err != nil {
-		t.Fatal(err)
+	st := got.(map[string]any)
+	b, _ := json.Marshal([]any{st["hostIP"], st["hostIPs"], st["podIP"], st["podIPs"]})
+	if string(b) != `["172.16.0.9",[{"ip":"172.16.0.9"}],"10.244.0.7",[{"ip":"10.244.0.7"}]]` {
+		t.Errorf("addresses %s", b)
 	}
-	if b, _ := json.Marshal(got); string(b) != `[[1],{"x":"y"}]` {
-		t.Errorf("rendered %s", b)
+	cs, _ := st["containerStatuses"].([]any)
+	if len(cs) != 2 {
+		t.Fatalf("containerStatuses %v", st["containerStatuses"])
 	}
-	if _, err := tpl.Render(map[string]any{"containers": []any{"a"}, "health": `{not json`}); err == nil {
-		t.Error("fromJSON of bad JSON must fail the render")
+	b, _ = json.Marshal(cs[0].(map[string]any)["allocatedResourcesStatus"])
+	if string(b) != `[{"name":"claim:gpu","resources":[{"health":"Unhealthy","resourceID":"sim/p/gpu-0"}]}]` {
+		t.Errorf("main's allocatedResourcesStatus %s", b)
+	}
+	if _, ok := cs[1].(map[string]any)["allocatedResourcesStatus"]; ok {
+		t.Errorf("side has no devices, got %v", cs[1])
 	}
 }
+
+// podFacts are the pod driver's observations as a pass would answer them.
+type podFacts map[string]engine.Fact
+
+func (f podFacts) Observe(name string) (engine.Fact, error) { return f[name], nil }
+func (f podFacts) Related(string) map[string]any            { return nil }

@@ -12,7 +12,6 @@ package pods
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/json"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -512,17 +511,13 @@ func (d *Driver) deviceHealthOf(driver, pool, device string) corev1.ResourceHeal
 	return corev1.ResourceHealthStatusUnknown
 }
 
-// deviceHealth's message is the JSON of Health, for the machine's containerStatuses template.
+// deviceHealth's value is the pod's Health, for the machine's containerStatuses template.
 func (d *Driver) deviceHealth(ctx context.Context, obj *unstructured.Unstructured) (engine.Fact, error) {
 	pod, err := typedPod(ctx, obj)
 	if err != nil {
 		return engine.Fact{}, err
 	}
-	b, err := json.Marshal(d.health(ctx, pod))
-	if err != nil {
-		return engine.Fact{}, err
-	}
-	return engine.Fact{Holds: true, Message: string(b)}, nil
+	return engine.Fact{Holds: true, Value: d.health(ctx, pod)}, nil
 }
 
 // deviceHealthChanged holds when a running container's allocatedResourcesStatus differs from
@@ -549,16 +544,21 @@ func equalStatuses(a, b []corev1.ResourceStatus) bool {
 	})
 }
 
-// network's message is the JSON {"podIP", "hostIP"} of the pod: simulated nodes have no
-// address, so both are derived from names (stable across restarts): the host from
-// 172.16.0.0/12 by node name, the pod from 10.244.0.0/16 by pod UID.
+// Network is a pod's address and its host's, the value of the podNetwork observation.
+type Network struct {
+	HostIP string `json:"hostIP"`
+	PodIP  string `json:"podIP"`
+}
+
+// network's value is the pod's Network: simulated nodes have no address, so both are derived
+// from names (stable across restarts): the host from 172.16.0.0/12 by node name, the pod from
+// 10.244.0.0/16 by pod UID.
 func (d *Driver) network(_ context.Context, obj *unstructured.Unstructured) (engine.Fact, error) {
 	node, _, _ := unstructured.NestedString(obj.Object, "spec", "nodeName")
-	b, err := json.Marshal(map[string]string{
-		"hostIP": addr(node, [4]byte{172, 16, 0, 0}, 12),
-		"podIP":  addr(string(obj.GetUID()), [4]byte{10, 244, 0, 0}, 16),
-	})
-	return engine.Fact{Holds: true, Message: string(b)}, err
+	return engine.Fact{Holds: true, Value: Network{
+		HostIP: addr(node, [4]byte{172, 16, 0, 0}, 12),
+		PodIP:  addr(string(obj.GetUID()), [4]byte{10, 244, 0, 0}, 16),
+	}}, nil
 }
 
 func addr(seed string, base [4]byte, bits int) string {

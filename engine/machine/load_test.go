@@ -219,7 +219,6 @@ machine: x: {
 	for _, e := range list {
 		if e.File != "x.cue" || e.Line < 1 {
 			t.Errorf("error not in x.cue: %q", e)
-
 		}
 	}
 }
