@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
 	"slices"
 	"strings"
@@ -264,3 +265,40 @@ type podFacts map[string]engine.Fact
 
 func (f podFacts) Observe(name string) (engine.Fact, error) { return f[name], nil }
 func (f podFacts) Related(string) map[string]any            { return nil }
+
+// TestPodMachineReadsOnlyWhatTheCacheKeeps: the pod machine's pods are cached pruned
+// (drivers/pods.Prune): an edited pod.cue that reads a field the cache drops fails to load,
+// naming the field and where it is read, instead of silently seeing it missing.
+func TestPodMachineReadsOnlyWhatTheCacheKeeps(t *testing.T) {
+	src, err := fs.ReadFile(machines.FS, "pod.cue")
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := known(t)
+	for _, tc := range []struct{ name, old, new, want string }{
+		{"derive on initContainers", `		{state: "terminating", when: deleting: true},`,
+			`		{state: "terminating", when: deleting: true},
+		{state: "failed", when: field: "spec.initContainers"},`,
+			`machine pod: derive[1].when.field: reads spec.initContainers of pods, which the cache of pods prunes ` +
+				`(drivers/pods.Prune keeps only apiVersion, kind, metadata, status, spec.nodeName, spec.resourceClaims, spec.containers.name, spec.containers.image, spec.containers.resources)`},
+		{"container env in a template", `{{toJSON $c.image}},`, `{{toJSON $c.image}},\"env\":{{toJSON $c.env}},`,
+			`patch.status.containerStatuses: reads spec.containers.env of pods`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mutated := strings.Replace(string(src), tc.old, tc.new, 1)
+			if mutated == string(src) {
+				t.Fatalf("mutation %q did not apply", tc.old)
+			}
+			_, err := machine.LoadFS(fstest.MapFS{"pod.cue": {Data: []byte(mutated)}}, "machines", names)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("want %q, got:\n%v", tc.want, err)
+			}
+			// At the line of the mutation. (A template in a hidden field is reported where the
+			// machine uses it.)
+			line := strings.Count(mutated[:strings.Index(mutated, tc.new)+len(tc.new)], "\n") + 1
+			if tc.name == "derive on initContainers" && !strings.HasPrefix(err.Error(), fmt.Sprintf("machines/pod.cue:%d:", line)) {
+				t.Errorf("want the error at machines/pod.cue:%d, got %v", line, err)
+			}
+		})
+	}
+}

@@ -379,16 +379,17 @@ func (d *Driver) unprepare(ctx context.Context, obj *unstructured.Unstructured) 
 }
 
 // Prune keeps of a pod what the pod machine and this driver read: metadata, status, and of the
-// spec nodeName, resourceClaims and each container's name, image and resources (claims,
-// extended resources). The pod machine caches every bound pod, so the rest (volumes, env,
-// affinity, ...) would multiply the controller's memory.
+// spec keptSpec and each container's keptContainer (claims, extended resources). The pod
+// machine caches every bound pod, so the rest (volumes, env, affinity, ...) would multiply the
+// controller's memory. Kept declares the same to the machine loader: a pod machine that reads
+// another spec field fails to load instead of silently seeing it missing.
 func Prune(u *unstructured.Unstructured) {
 	spec, ok := u.Object["spec"].(map[string]any)
 	if !ok {
 		return
 	}
 	kept := map[string]any{}
-	for _, k := range []string{"nodeName", "resourceClaims"} {
+	for _, k := range keptSpec {
 		if v, ok := spec[k]; ok {
 			kept[k] = v
 		}
@@ -398,7 +399,7 @@ func Prune(u *unstructured.Unstructured) {
 		for _, c := range cs {
 			m, _ := c.(map[string]any)
 			e := map[string]any{}
-			for _, k := range []string{"name", "image", "resources"} {
+			for _, k := range keptContainer {
 				if v, ok := m[k]; ok {
 					e[k] = v
 				}
@@ -408,6 +409,25 @@ func Prune(u *unstructured.Unstructured) {
 		kept["containers"] = out
 	}
 	u.Object["spec"] = kept
+}
+
+// What Prune keeps of a pod's spec, and of each of its containers.
+var (
+	keptSpec      = []string{"nodeName", "resourceClaims"}
+	keptContainer = []string{"name", "image", "resources"}
+)
+
+// Kept are the paths Prune keeps (see machine.Pruned): everything but the spec, and of the
+// spec keptSpec and each container's keptContainer.
+func Kept() []string {
+	out := []string{"apiVersion", "kind", "metadata", "status"}
+	for _, k := range keptSpec {
+		out = append(out, "spec."+k)
+	}
+	for _, k := range keptContainer {
+		out = append(out, "spec.containers."+k)
+	}
+	return out
 }
 
 // isGone: the claim was deleted (or re-created under another UID) since the cache saw it.

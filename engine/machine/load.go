@@ -30,6 +30,9 @@ type Names struct {
 	Actions      []string
 	Observations []string
 	Mappers      []string
+	// Pruned are the caches that drop fields of their objects: a machine that reads a field
+	// one of them drops is a load error naming the field (see Pruned).
+	Pruned []Pruned
 }
 
 // Error is one problem found while loading, at the position of the offending CUE value.
@@ -106,6 +109,7 @@ type loader struct {
 	bctx       *build.Context
 	schemaInst *build.Instance
 	known      struct{ actions, observations, mappers map[string]bool }
+	pruned     map[prunedKey]compiledPruned
 	seen       map[string]token.Pos // machine name → where first defined
 	errs       Errors
 }
@@ -113,8 +117,12 @@ type loader struct {
 // LoadFS is Load with dir, where files come from, joined to file names in messages and
 // Machine.Source (e.g. "machines" for the product's embedded machines).
 func LoadFS(files fs.FS, dir string, known Names) ([]*Machine, error) {
+	pruned, err := compilePruned(known.Pruned)
+	if err != nil {
+		return nil, err
+	}
 	// A fresh context per load: contexts only grow, and reloads must not share state.
-	l := &loader{ctx: cuecontext.New(), seen: map[string]token.Pos{}}
+	l := &loader{ctx: cuecontext.New(), seen: map[string]token.Pos{}, pruned: pruned}
 	l.known.actions = set(known.Actions)
 	l.known.observations = set(known.Observations)
 	l.known.mappers = set(known.Mappers)
@@ -437,6 +445,7 @@ func (l *loader) machine(file, name string, raw cue.Value) *Machine {
 	m.StateOrder = fieldNames(v.LookupPath(cue.ParsePath("states")))
 	m.RelatedOrder = fieldNames(v.LookupPath(cue.ParsePath("related")))
 	c.check(m)
+	c.checkReads(m)
 	if len(l.errs) > start {
 		return nil
 	}
