@@ -127,6 +127,22 @@ func TestDefaultNeedsKnownNames(t *testing.T) {
 	}
 }
 
+// builtin is the built-in machine of that name, loaded with the real drivers' names.
+func builtin(t *testing.T, name string) *machine.Machine {
+	t.Helper()
+	ms, err := machines.Load(known(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range ms {
+		if m.Name == name {
+			return m
+		}
+	}
+	t.Fatalf("no built-in machine %q", name)
+	return nil
+}
+
 // TestMutations breaks the real pool machine one way at a time.
 func TestMutations(t *testing.T) {
 	names := known(t)
@@ -165,16 +181,7 @@ func TestMutations(t *testing.T) {
 // TestFSMEvents drives looplab/fsm with the pool machine's events: every transition is
 // one event from its state, anyState events leave every non-terminal state.
 func TestFSMEvents(t *testing.T) {
-	ms, err := machines.Load(known(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var pool *machine.Machine
-	for _, m := range ms {
-		if m.Name == "pool" {
-			pool = m
-		}
-	}
+	pool := builtin(t, "pool")
 	f := fsm.NewFSM("pending", pool.FSMEvents(), nil)
 	ctx := context.Background()
 	if err := f.Event(ctx, "invalid"); err != nil || f.Current() != "invalid" {
@@ -200,17 +207,8 @@ func TestFSMEvents(t *testing.T) {
 // TestPodMachineDecodes: the pod machine's field selector, its grace-0 delete and its
 // templates over the pod driver's typed facts come through the loader.
 func TestPodMachineDecodes(t *testing.T) {
-	ms, err := machines.Load(known(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var pod *machine.Machine
-	for _, m := range ms {
-		if m.Name == "pod" {
-			pod = m
-		}
-	}
-	if pod == nil || pod.FieldSelector != "spec.nodeName!=" || len(pod.Selector) != 0 {
+	pod := builtin(t, "pod")
+	if pod.FieldSelector != "spec.nodeName!=" || len(pod.Selector) != 0 {
 		t.Fatalf("pod machine selector: %+v", pod)
 	}
 	// Allocation pods never run: the pod machine lists and watches without them.
