@@ -131,7 +131,8 @@ func CacheTyped(inf *engine.Informers) {
 
 // Pruned declares to the machine loader what CacheTyped's pruners keep (see machine.Pruned):
 // the pod machine's own pods (pods.Prune), pods everywhere else (compactpod, plus the
-// PodScheduled condition prunePod keeps for allocation pods) and nodes (pruneNode). A machine
+// PodScheduled condition prunePod keeps for the pods whose scheduling it reports) and nodes
+// (pruneNode). A machine
 // that reads a field these caches drop fails `draforge machines vet` and the controller's
 // load, naming the field.
 func Pruned() []machine.Pruned {
