@@ -4,6 +4,7 @@ package drivers
 
 import (
 	"context"
+	"slices"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
@@ -31,6 +32,7 @@ import (
 	"github.com/draforge/draforge/drivers/pools"
 	"github.com/draforge/draforge/drivers/simdevice"
 	"github.com/draforge/draforge/engine"
+	"github.com/draforge/draforge/engine/machine"
 )
 
 // Deps are what drivers need from the process.
@@ -79,6 +81,9 @@ func Register(reg *engine.Registry, d Deps) (*Set, error) {
 // register registers every driver's functions in reg, without the background loops.
 func register(reg *engine.Registry, d Deps) (*Set, error) {
 	CacheTyped(d.Informers)
+	for _, p := range Pruned() {
+		reg.Pruned(p)
+	}
 	c, err := claims.Register(reg, d.Informers, d.Kube, d.Metrics, allocator.Options{Features: d.AllocatorFeatures, IgnoreDeviceTaintRules: d.IgnoreDeviceTaintRules}, d.Allocator)
 	if err != nil {
 		return nil, err
@@ -124,6 +129,21 @@ func CacheTyped(inf *engine.Informers) {
 	inf.CacheTyped(gvr.Nodes, func() runtime.Object { return &corev1.Node{} }, pruneNode)
 	inf.CacheTyped(gvr.Pods, func() runtime.Object { return &corev1.Pod{} }, prunePod)
 	inf.PruneSelected(gvr.Pods, podsDriver.Prune)
+}
+
+// Pruned declares to the machine loader what CacheTyped's pruners keep (see machine.Pruned):
+// the pod machine's own pods (pods.Prune), pods everywhere else (compactpod, plus the
+// PodScheduled condition prunePod keeps for the pods whose scheduling it reports) and nodes
+// (pruneNode). A machine
+// that reads a field these caches drop fails `draforge machines vet` and the controller's
+// load, naming the field.
+func Pruned() []machine.Pruned {
+	return []machine.Pruned{
+		{Resource: gvr.Pods, Cache: machine.CacheSelected, By: "drivers/pods.Prune", Keep: podsDriver.Kept()},
+		{Resource: gvr.Pods, Cache: machine.CacheShared, By: "drivers/compactpod",
+			Keep: append(slices.Clone(compactpod.Kept), "status.conditions[type=PodScheduled]")},
+		{Resource: gvr.Nodes, Cache: machine.CacheShared, By: "drivers.pruneNode", Keep: []string{"apiVersion", "kind", "metadata", "spec"}},
+	}
 }
 
 // ListTyped makes inf list and watch the high-volume resources the drivers read (slices, nodes,

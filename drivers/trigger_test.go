@@ -17,6 +17,7 @@ import (
 	"github.com/draforge/draforge/drivers/gvr"
 	"github.com/draforge/draforge/engine"
 	"github.com/draforge/draforge/engine/machine"
+	"github.com/draforge/draforge/machines"
 )
 
 // enqueues counts keys added to each machine's queue (the engine reports the depth on every add).
@@ -131,7 +132,7 @@ func startFilteredAndUnfiltered(t *testing.T, name string, res schema.GroupVersi
 		t.Fatal(err)
 	}
 	only := func(unfiltered bool) []*machine.Machine {
-		ms, err := machine.Default(reg.Names())
+		ms, err := machines.Load(reg.Names())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -218,18 +219,23 @@ func TemplateData(m *machine.Machine, in Input, b *BlockedError) map[string]any 
 		"object":   in.Object.Object,
 		"related":  related,
 		"outcome":  outcome,
-		"facts":    factsView{in.Facts},
+		"facts":    &factsView{f: in.Facts},
 		"now":      in.Now.UTC().Format(time.RFC3339),
 		"nowMicro": in.Now.UTC().Format("2006-01-02T15:04:05.000000Z07:00"),
 	}
 }
 
-// factsView gives templates {{.facts.Message "observation"}}.
-type factsView struct{ f Facts }
+// factsView gives templates {{.facts.Message "observation"}} and {{.facts.Value "observation"}}.
+type factsView struct {
+	f Facts
+	// values are the observations' values in JSON form, converted once per render data
+	// (allocated on first use: most renders read no value).
+	values map[string]any
+}
 
 // Message returns the observation's message ("" when it failed: the failure surfaces where
 // the observation is tested).
-func (v factsView) Message(name string) string {
+func (v *factsView) Message(name string) string {
 	if v.f == nil {
 		return ""
 	}
@@ -238,4 +244,43 @@ func (v factsView) Message(name string) string {
 		return ""
 	}
 	return f.Message
+}
+
+// Value returns the observation's Value in JSON form (see Fact.Value). A failed observation
+// fails the render with its error: a template that reads its data cannot do without it.
+func (v *factsView) Value(name string) (any, error) {
+	if v.f == nil {
+		return nil, nil
+	}
+	if j, ok := v.values[name]; ok {
+		return j, nil
+	}
+	f, err := v.f.Observe(name)
+	if err != nil {
+		return nil, fmt.Errorf("observation %s: %w", name, err)
+	}
+	j, err := jsonValue(f.Value)
+	if err != nil {
+		return nil, fmt.Errorf("observation %s: value: %w", name, err)
+	}
+	if v.values == nil {
+		v.values = map[string]any{}
+	}
+	v.values[name] = j
+	return j, nil
+}
+
+// jsonValue returns v as templates see objects: JSON-like maps, lists and scalars.
+func jsonValue(v any) (any, error) {
+	switch v.(type) {
+	case nil, string, bool, float64, map[string]any, []any:
+		return v, nil
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	var out any
+	err = json.Unmarshal(b, &out)
+	return out, err
 }

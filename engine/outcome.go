@@ -6,11 +6,16 @@ import (
 	"time"
 )
 
-// Fact is what a driver observation answers: whether it holds, and a message condition
-// templates may show ({{.facts.Message "name"}}).
+// Fact is what a driver observation answers: whether it holds, a message condition templates
+// may show ({{.facts.Message "name"}}), and the data it found, which templates read as a value
+// ({{(.facts.Value "name").field}}), never as JSON inside Message.
 type Fact struct {
 	Holds   bool
 	Message string
+	// Value is data for templates, e.g. a pod's addresses: any value encoding/json can write.
+	// Templates see it in JSON form, as they see the object: maps keyed by the JSON field
+	// names, lists, strings, float64 numbers and bools.
+	Value any
 }
 
 // Holds is a Fact without a message.

@@ -32,6 +32,8 @@ type Registry struct {
 	actions      map[string]Action
 	observations map[string]Observation
 	mappers      map[string]Mapper
+	// pruned are the caches the drivers prune, for the loader's check of what machines read.
+	pruned []machine.Pruned
 }
 
 // NewRegistry returns an empty registry.
@@ -57,9 +59,14 @@ func register[F any](m map[string]F, kind, name string, fn F) {
 	m[name] = fn
 }
 
+// Pruned declares a cache that drops fields of its objects (Informers.CacheTyped's shrink,
+// PruneSelected): machines that read a field it drops fail to load, naming the field.
+func (r *Registry) Pruned(p machine.Pruned) { r.pruned = append(r.pruned, p) }
+
 // Names lists what is registered, for the machine loader's validation.
 func (r *Registry) Names() machine.Names {
-	return machine.Names{Actions: keys(r.actions), Observations: keys(r.observations), Mappers: keys(r.mappers)}
+	return machine.Names{Actions: keys(r.actions), Observations: keys(r.observations), Mappers: keys(r.mappers),
+		Pruned: slices.Clone(r.pruned)}
 }
 
 func keys[F any](m map[string]F) []string {

@@ -10,6 +10,7 @@ import (
 	"github.com/draforge/draforge/drivers"
 	"github.com/draforge/draforge/engine"
 	"github.com/draforge/draforge/engine/machine"
+	"github.com/draforge/draforge/machines"
 )
 
 // The claim machine (machines/claim.cue) decides the allocation pod handoff in CUE; these tests
@@ -34,7 +35,7 @@ func claimMachine(t *testing.T) *machine.Machine {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ms, err := machine.Default(names)
+	ms, err := machines.Load(names)
 	if err != nil {
 		t.Fatal(err)
 	}

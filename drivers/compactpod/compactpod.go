@@ -29,6 +29,15 @@ type Pod struct {
 	Scheduled *corev1.PodCondition
 }
 
+// Kept are the paths of a Pod that the compact form keeps (see machine.Pruned), as From and
+// Expand copy them: a machine that reads another field of a pod from the shared pod cache
+// fails to load. Scheduled (status.conditions[type=PodScheduled]) is kept only by the caller
+// that sets it.
+var Kept = []string{"apiVersion", "kind",
+	"metadata.name", "metadata.namespace", "metadata.uid", "metadata.resourceVersion", "metadata.labels",
+	"metadata.ownerReferences", "metadata.deletionTimestamp",
+	"spec.nodeName", "spec.resourceClaims", "status.phase", "status.resourceClaimStatuses"}
+
 // From returns the compact form of p; it shares p's labels, references and claim lists.
 func From(p *corev1.Pod) *Pod {
 	return &Pod{

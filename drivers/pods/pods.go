@@ -12,7 +12,6 @@ package pods
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/json"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -359,16 +358,17 @@ func (d *Driver) unprepare(ctx context.Context, obj *unstructured.Unstructured) 
 }
 
 // Prune keeps of a pod what the pod machine and this driver read: metadata, status, and of the
-// spec nodeName, resourceClaims and each container's name, image and resources (claims,
-// extended resources). The pod machine caches every bound pod, so the rest (volumes, env,
-// affinity, ...) would multiply the controller's memory.
+// spec keptSpec and each container's keptContainer (claims, extended resources). The pod
+// machine caches every bound pod, so the rest (volumes, env, affinity, ...) would multiply the
+// controller's memory. Kept declares the same to the machine loader: a pod machine that reads
+// another spec field fails to load instead of silently seeing it missing.
 func Prune(u *unstructured.Unstructured) {
 	spec, ok := u.Object["spec"].(map[string]any)
 	if !ok {
 		return
 	}
 	kept := map[string]any{}
-	for _, k := range []string{"nodeName", "resourceClaims"} {
+	for _, k := range keptSpec {
 		if v, ok := spec[k]; ok {
 			kept[k] = v
 		}
@@ -378,7 +378,7 @@ func Prune(u *unstructured.Unstructured) {
 		for _, c := range cs {
 			m, _ := c.(map[string]any)
 			e := map[string]any{}
-			for _, k := range []string{"name", "image", "resources"} {
+			for _, k := range keptContainer {
 				if v, ok := m[k]; ok {
 					e[k] = v
 				}
@@ -388,6 +388,25 @@ func Prune(u *unstructured.Unstructured) {
 		kept["containers"] = out
 	}
 	u.Object["spec"] = kept
+}
+
+// What Prune keeps of a pod's spec, and of each of its containers.
+var (
+	keptSpec      = []string{"nodeName", "resourceClaims"}
+	keptContainer = []string{"name", "image", "resources"}
+)
+
+// Kept are the paths Prune keeps (see machine.Pruned): everything but the spec, and of the
+// spec keptSpec and each container's keptContainer.
+func Kept() []string {
+	out := []string{"apiVersion", "kind", "metadata", "status"}
+	for _, k := range keptSpec {
+		out = append(out, "spec."+k)
+	}
+	for _, k := range keptContainer {
+		out = append(out, "spec.containers."+k)
+	}
+	return out
 }
 
 // isGone: the claim was deleted (or re-created under another UID) since the cache saw it.
@@ -491,17 +510,13 @@ func (d *Driver) deviceHealthOf(driver, pool, device string) corev1.ResourceHeal
 	return corev1.ResourceHealthStatusUnknown
 }
 
-// deviceHealth's message is the JSON of Health, for the machine's containerStatuses template.
+// deviceHealth's value is the pod's Health, for the machine's containerStatuses template.
 func (d *Driver) deviceHealth(ctx context.Context, obj *unstructured.Unstructured) (engine.Fact, error) {
 	pod, err := typedPod(ctx, obj)
 	if err != nil {
 		return engine.Fact{}, err
 	}
-	b, err := json.Marshal(d.health(ctx, pod))
-	if err != nil {
-		return engine.Fact{}, err
-	}
-	return engine.Fact{Holds: true, Message: string(b)}, nil
+	return engine.Fact{Holds: true, Value: d.health(ctx, pod)}, nil
 }
 
 // deviceHealthChanged holds when a running container's allocatedResourcesStatus differs from
@@ -528,16 +543,21 @@ func equalStatuses(a, b []corev1.ResourceStatus) bool {
 	})
 }
 
-// network's message is the JSON {"podIP", "hostIP"} of the pod: simulated nodes have no
-// address, so both are derived from names (stable across restarts): the host from
-// 172.16.0.0/12 by node name, the pod from 10.244.0.0/16 by pod UID.
+// Network is a pod's address and its host's, the value of the podNetwork observation.
+type Network struct {
+	HostIP string `json:"hostIP"`
+	PodIP  string `json:"podIP"`
+}
+
+// network's value is the pod's Network: simulated nodes have no address, so both are derived
+// from names (stable across restarts): the host from 172.16.0.0/12 by node name, the pod from
+// 10.244.0.0/16 by pod UID.
 func (d *Driver) network(_ context.Context, obj *unstructured.Unstructured) (engine.Fact, error) {
 	node, _, _ := unstructured.NestedString(obj.Object, "spec", "nodeName")
-	b, err := json.Marshal(map[string]string{
-		"hostIP": addr(node, [4]byte{172, 16, 0, 0}, 12),
-		"podIP":  addr(string(obj.GetUID()), [4]byte{10, 244, 0, 0}, 16),
-	})
-	return engine.Fact{Holds: true, Message: string(b)}, err
+	return engine.Fact{Holds: true, Value: Network{
+		HostIP: addr(node, [4]byte{172, 16, 0, 0}, 12),
+		PodIP:  addr(string(obj.GetUID()), [4]byte{10, 244, 0, 0}, 16),
+	}}, nil
 }
 
 func addr(seed string, base [4]byte, bits int) string {

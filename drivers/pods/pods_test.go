@@ -116,11 +116,33 @@ func TestHealthAsTheKubeletWritesIt(t *testing.T) {
 	if f, _ := d.deviceHealthChanged(context.Background(), toU(t, pod)); !f.Holds {
 		t.Error("changed health not reported")
 	}
-	// The template's JSON is keyed by container name.
+	// The template reads the value, keyed by container name; no JSON in the message.
 	f, err := d.deviceHealth(context.Background(), toU(t, pod))
-	var decoded map[string][]corev1.ResourceStatus
-	if err != nil || json.Unmarshal([]byte(f.Message), &decoded) != nil || len(decoded["main"]) != 1 {
-		t.Errorf("deviceHealth message %q %v", f.Message, err)
+	if v, ok := f.Value.(Health); err != nil || !ok || len(v["main"]) != 1 || f.Message != "" {
+		t.Errorf("deviceHealth %+v %v", f, err)
+	}
+}
+
+// TestNetworkFact: podNetwork's value is the pod's and its host's address as typed data, in
+// the ranges the kubelet's would be in, stable for the same node and pod.
+func TestNetworkFact(t *testing.T) {
+	d, pod := fixture(t)
+	f, err := d.network(context.Background(), toU(t, pod))
+	n, ok := f.Value.(Network)
+	if err != nil || !f.Holds || !ok || f.Message != "" {
+		t.Fatalf("network %+v %v", f, err)
+	}
+	if !netip.MustParsePrefix("172.16.0.0/12").Contains(netip.MustParseAddr(n.HostIP)) ||
+		!netip.MustParsePrefix("10.244.0.0/16").Contains(netip.MustParseAddr(n.PodIP)) {
+		t.Errorf("network %+v", n)
+	}
+	if again, _ := d.network(context.Background(), toU(t, pod)); again.Value != f.Value {
+		t.Errorf("network not stable: %+v, then %+v", f.Value, again.Value)
+	}
+	// Templates read it in JSON form, by the JSON field names.
+	b, _ := json.Marshal(n)
+	if string(b) != `{"hostIP":"`+n.HostIP+`","podIP":"`+n.PodIP+`"}` {
+		t.Errorf("network JSON %s", b)
 	}
 }
 

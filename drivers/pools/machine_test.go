@@ -10,6 +10,7 @@ import (
 	"github.com/draforge/draforge/drivers/gvr"
 	"github.com/draforge/draforge/engine"
 	"github.com/draforge/draforge/engine/machine"
+	"github.com/draforge/draforge/machines"
 )
 
 // The pool machine (machines/pool.cue) decides with CUE what used to be Go: Degraded from the
@@ -49,7 +50,7 @@ func crd(version string) map[string]any {
 
 func poolMachine(t *testing.T) *machine.Machine {
 	t.Helper()
-	ms, err := machine.Default(poolNames)
+	ms, err := machines.Load(poolNames)
 	if err != nil {
 		t.Fatal(err)
 	}

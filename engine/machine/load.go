@@ -22,7 +22,6 @@ import (
 	"cuelang.org/go/cue/token"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/draforge/draforge/machines"
 	"github.com/draforge/draforge/schemas"
 )
 
@@ -31,6 +30,9 @@ type Names struct {
 	Actions      []string
 	Observations []string
 	Mappers      []string
+	// Pruned are the caches that drop fields of their objects: a machine that reads a field
+	// one of them drops is a load error naming the field (see Pruned).
+	Pruned []Pruned
 }
 
 // Error is one problem found while loading, at the position of the offending CUE value.
@@ -62,11 +64,6 @@ func (l Errors) Unwrap() []error {
 	return s
 }
 
-// Default loads the built-in machines embedded from machines/.
-func Default(known Names) ([]*Machine, error) {
-	return load(machines.FS, "machines", known)
-}
-
 // LoadDir loads every *.cue file in dir, e.g. a --machines override or a mounted ConfigMap.
 // A missing directory, a file that is not one, or a directory without *.cue files is an error
 // naming dir: fs.Glob ignores I/O errors, so without this check they would load no machine.
@@ -83,7 +80,7 @@ func LoadDir(dir string, known Names) ([]*Machine, error) {
 	if _, err := os.ReadDir(dir); err != nil {
 		return nil, err // unreadable: *fs.PathError names dir
 	}
-	return load(os.DirFS(dir), dir, known)
+	return LoadFS(os.DirFS(dir), dir, known)
 }
 
 // Missing returns the names in want that no machine of ms has, in want's order.
@@ -100,7 +97,7 @@ func Missing(ms []*Machine, want []string) []string {
 // Load loads and validates every *.cue file at the top of files. It returns all problems
 // at once, each with the file:line:col of the value at fault.
 func Load(files fs.FS, known Names) ([]*Machine, error) {
-	return load(files, "", known)
+	return LoadFS(files, "", known)
 }
 
 var machineName = regexp.MustCompile(`^[a-z][a-z0-9]*(-[a-z0-9]+)*$`)
@@ -112,14 +109,20 @@ type loader struct {
 	bctx       *build.Context
 	schemaInst *build.Instance
 	known      struct{ actions, observations, mappers map[string]bool }
+	pruned     map[prunedKey]compiledPruned
 	seen       map[string]token.Pos // machine name → where first defined
 	errs       Errors
 }
 
-// load is Load with prefix joined to file names in messages and Machine.Source.
-func load(files fs.FS, prefix string, known Names) ([]*Machine, error) {
+// LoadFS is Load with dir, where files come from, joined to file names in messages and
+// Machine.Source (e.g. "machines" for the product's embedded machines).
+func LoadFS(files fs.FS, dir string, known Names) ([]*Machine, error) {
+	pruned, err := compilePruned(known.Pruned)
+	if err != nil {
+		return nil, err
+	}
 	// A fresh context per load: contexts only grow, and reloads must not share state.
-	l := &loader{ctx: cuecontext.New(), seen: map[string]token.Pos{}}
+	l := &loader{ctx: cuecontext.New(), seen: map[string]token.Pos{}, pruned: pruned}
 	l.known.actions = set(known.Actions)
 	l.known.observations = set(known.Observations)
 	l.known.mappers = set(known.Mappers)
@@ -133,12 +136,12 @@ func load(files fs.FS, prefix string, known Names) ([]*Machine, error) {
 	if len(names) == 0 {
 		// Loading nothing is never what was meant: a controller without machines reports
 		// Ready and reconciles nothing.
-		return nil, fmt.Errorf("%s: no machine files (*.cue)", cmp.Or(prefix, "."))
+		return nil, fmt.Errorf("%s: no machine files (*.cue)", cmp.Or(dir, "."))
 	}
 	slices.Sort(names)
 	var out []*Machine
 	for _, name := range names {
-		out = append(out, l.file(files, name, path.Join(prefix, name))...)
+		out = append(out, l.file(files, name, path.Join(dir, name))...)
 	}
 	if len(l.errs) > 0 {
 		slices.SortStableFunc(l.errs, func(a, b *Error) int {
@@ -164,27 +167,18 @@ func set(names []string) map[string]bool {
 // ConfigMap need no cue.mod.
 const SchemaImport = "github.com/draforge/draforge/schemas"
 
-// compileSchema builds the whole schemas package (other files may live beside machine.cue)
-// and picks #Machine out of it.
+// compileSchema builds the machine DSL's file of the schemas package (schemas.Machine), and
+// only it: the scenario and pool schemas beside it are the product's, not the engine's, so a
+// machine file that reaches for them through the import fails to load. It picks #Machine out.
 func (l *loader) compileSchema() error {
 	l.bctx = build.NewContext()
 	l.schemaInst = l.bctx.NewInstance("schemas", nil)
-	names, err := fs.Glob(schemas.FS, "*.cue")
+	f, err := parser.ParseFile("schemas/"+schemas.MachineFile, schemas.Machine)
 	if err != nil {
-		return err
+		return fmt.Errorf("schema: %s", cueerrors.Details(err, nil))
 	}
-	for _, name := range names {
-		src, err := schemas.FS.ReadFile(name)
-		if err != nil {
-			return err
-		}
-		f, err := parser.ParseFile("schemas/"+name, src)
-		if err != nil {
-			return fmt.Errorf("schema: %s", cueerrors.Details(err, nil))
-		}
-		if err := l.schemaInst.AddSyntax(f); err != nil {
-			return fmt.Errorf("schema: %s", cueerrors.Details(err, nil))
-		}
+	if err := l.schemaInst.AddSyntax(f); err != nil {
+		return fmt.Errorf("schema: %s", cueerrors.Details(err, nil))
 	}
 	v := l.ctx.BuildInstance(l.schemaInst)
 	l.schema = v.LookupPath(cue.ParsePath("#Machine"))
@@ -452,6 +446,7 @@ func (l *loader) machine(file, name string, raw cue.Value) *Machine {
 	m.StateOrder = fieldNames(v.LookupPath(cue.ParsePath("states")))
 	m.RelatedOrder = fieldNames(v.LookupPath(cue.ParsePath("related")))
 	c.check(m)
+	c.checkReads(m)
 	if len(l.errs) > start {
 		return nil
 	}

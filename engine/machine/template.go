@@ -38,20 +38,12 @@ var Funcs = template.FuncMap{
 	},
 	"label":      func(obj any, key string) any { return metaEntry(obj, "labels", key) },
 	"annotation": func(obj any, key string) any { return metaEntry(obj, "annotations", key) },
-	// toJSON writes a value as JSON (for "json:" templates that build lists, e.g. a pod's
-	// containerStatuses from its containers); fromJSON parses a driver observation's JSON
-	// message ("" gives nil).
+	// toJSON writes a value as JSON, for "json:" templates that build lists (a pod's
+	// containerStatuses from its containers). Driver observations hand templates values
+	// (.facts.Value), never JSON to parse.
 	"toJSON": func(v any) (string, error) {
 		b, err := json.Marshal(v)
 		return string(b), err
-	},
-	"fromJSON": func(s string) (any, error) {
-		if s == "" {
-			return nil, nil
-		}
-		var v any
-		err := json.Unmarshal([]byte(s), &v)
-		return v, err
 	},
 }
 

@@ -27,7 +27,7 @@ import (
 	"github.com/draforge/draforge/drivers/gvr"
 	"github.com/draforge/draforge/drivers/simdevice"
 	"github.com/draforge/draforge/engine"
-	"github.com/draforge/draforge/engine/machine"
+	"github.com/draforge/draforge/machines"
 )
 
 // MemoryKinds are the object kinds MeasureMemory fills the caches with.
@@ -164,7 +164,7 @@ func MeasureMemory(ctx context.Context, kind string, n int) (float64, error) {
 	if _, err := drivers.Register(reg, drivers.Deps{Dynamic: client, Informers: inf, Log: zerolog.Nop()}); err != nil {
 		return 0, err
 	}
-	ms, err := machine.Default(reg.Names())
+	ms, err := machines.Load(reg.Names())
 	if err != nil {
 		return 0, err
 	}

@@ -31,7 +31,7 @@ func loadMachines(args []string) ([]*machine.Machine, error) {
 	if len(args) == 1 {
 		return machine.LoadDir(args[0], names)
 	}
-	return machine.Default(names)
+	return machines.Load(names)
 }
 
 func printLoadErrors(cmd *cobra.Command, err error) error {

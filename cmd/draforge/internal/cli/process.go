@@ -133,7 +133,7 @@ func newBaseProcess(kf *kubeFlags, o processOptions) (*process, error) {
 // controller runs is an error naming it, before anything starts.
 func loadMachineDir(dir string, names machine.Names) ([]*machine.Machine, error) {
 	if dir == "" {
-		ms, err := machine.Default(names)
+		ms, err := machines.Load(names)
 		if err != nil {
 			return nil, fmt.Errorf("load machines:\n%w", err)
 		}

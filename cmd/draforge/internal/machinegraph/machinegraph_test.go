@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/draforge/draforge/drivers"
-	"github.com/draforge/draforge/engine/machine"
+	"github.com/draforge/draforge/machines"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -17,7 +17,7 @@ func TestEmbeddedMachinesGolden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ms, err := machine.Default(names)
+	ms, err := machines.Load(names)
 	if err != nil {
 		t.Fatal(err)
 	}

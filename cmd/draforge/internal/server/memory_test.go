@@ -14,7 +14,7 @@ import (
 
 	"github.com/draforge/draforge/drivers"
 	"github.com/draforge/draforge/engine"
-	"github.com/draforge/draforge/engine/machine"
+	"github.com/draforge/draforge/machines"
 	"github.com/draforge/draforge/test/bench"
 )
 
@@ -42,7 +42,7 @@ func serveMemory(kind string, n int) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
-	ms, err := machine.Default(names)
+	ms, err := machines.Load(names)
 	if err != nil {
 		return 0, err
 	}
