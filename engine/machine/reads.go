@@ -115,7 +115,8 @@ func keeps(kept [][]Step, read []Step) bool {
 		n := min(len(k), len(read))
 		match := true
 		for i := range n {
-			if k[i].Key != read[i].Key || (k[i].Select && (!read[i].Select || k[i].SelKey != read[i].SelKey || k[i].SelVal != read[i].SelVal)) {
+			// A kept list element [key=value] does not cover [*], which reads every element.
+			if k[i].Key != read[i].Key || (k[i].Select && (!read[i].Select || read[i].Any || k[i].SelKey != read[i].SelKey || k[i].SelVal != read[i].SelVal)) {
 				match = false
 				break
 			}
@@ -138,7 +139,10 @@ func pathText(steps []Step) string {
 		default:
 			b.WriteString(s.Key)
 		}
-		if s.Select {
+		switch {
+		case s.Any:
+			b.WriteString("[*]")
+		case s.Select:
 			b.WriteString("[" + s.SelKey + "=" + s.SelVal + "]")
 		}
 	}
@@ -179,6 +183,9 @@ func machineReads(m *Machine) []read {
 		for i, t := range st.On {
 			w.transition(t, []any{"states", n, "on", i})
 		}
+	}
+	if m.SelectorWhen != nil {
+		w.test(*m.SelectorWhen, "", []any{"selector", "when"})
 	}
 	for i, d := range m.Derive {
 		w.test(d.When, "", []any{"derive", i, "when"})

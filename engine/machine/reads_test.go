@@ -65,6 +65,8 @@ machine: sel: {
 machine: nosel: {
 	resource: {group: "example.io", version: "v1", resource: "things"}
 	namespaced: true
+	// A test on events, not a server-side selector: the shared cache still serves it.
+	selector: when: any: [{field: "metadata.name"}, {field: "status.conditions[*].reason"}]
 	triggers: [{resource: {group: "example.io", version: "v1", resource: "widgets"}, map: "all", fields: ["metadata.labels", "spec.size"]}]
 	states: {a: {}, failed: terminal: true}
 	initial: "a"
@@ -106,6 +108,7 @@ func TestPrunedReads(t *testing.T) {
 		`machine sel: states.a.on[0].actions[0].patch.status.fn: spec of related other (things)`,
 		`machine sel: derive[0].when.condition: status.conditions[type=Done] of related other (things)`,
 		`machine nosel: triggers[0].fields[1]: spec.size of widgets (trigger)`,
+		`machine nosel: selector.when.any[1].field: status.conditions[*].reason of things`,
 		`machine nosel: derive[1].when.age.field: status.since of things`,
 	}
 	slices.Sort(got)
