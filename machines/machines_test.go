@@ -30,7 +30,8 @@ var update = flag.Bool("update", false, "rewrite testdata/<machine>/*.golden")
 // testdata/<machine>/<case>.yaml is one pass's input (the object, related objects, the facts
 // the drivers' observations return, now), <case>.golden the step engine.Decide takes (state,
 // event, target, the actions with their templates rendered, conditions, outcome, requeue, the
-// observations the pass asked for). No cluster: the drivers are faked by the case's facts.
+// observations the pass asked for), or "selected: false" when the machine's selector.when
+// leaves the object out. No cluster: the drivers are faked by the case's facts.
 func TestMachines(t *testing.T) {
 	names, err := drivers.Names()
 	if err != nil {
@@ -156,6 +157,10 @@ func run(m *machine.Machine, names machine.Names, file string) ([]byte, error) {
 			return nil, fmt.Errorf("%s: facts: no driver observes %q", file, n)
 		}
 		facts.Observations[n], facts.Errors[n] = toFact(f)
+	}
+	if !engine.Selects(m, obj) {
+		// The machine's selector.when leaves the object out: the engine never passes over it.
+		return yaml.Marshal(map[string]any{"selected": false})
 	}
 	pass := engine.Input{Object: &unstructured.Unstructured{Object: obj}, Facts: facts, Now: in.Now, Retries: in.Retries}
 
