@@ -21,10 +21,10 @@ import (
 const FieldManager = "draforge"
 
 // fire runs the step's transition through looplab/fsm: an FSM in the derived state fires the
-// event; its before-event callback runs the actions (cancelling on the first error) and its
-// enter-state callback notes the state entered. A self-transition runs the actions and makes
-// looplab/fsm answer NoTransitionError, which is the success of a transition that keeps the
-// state. It returns the state the FSM ended in.
+// event; its before-event callback runs the actions, cancelling on the first error. A
+// self-transition runs the actions and makes looplab/fsm answer NoTransitionError, which is
+// the success of a transition that keeps the state. It returns the state the FSM ended in.
+// docs/design.md says why the FSM does no more than this.
 func (r *runner) fire(ctx context.Context, obj *unstructured.Unstructured, st Step, data func() map[string]any) (string, error) {
 	f := fsm.NewFSM(st.From, r.events, fsm.Callbacks{
 		"before_event": func(ctx context.Context, e *fsm.Event) {

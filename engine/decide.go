@@ -87,7 +87,11 @@ func Decide(m *machine.Machine, in Input) Step {
 			}
 		}
 		if t.After != nil {
-			if rest := ev.remaining(*t.After); rest > 0 {
+			rest, never := ev.remaining(*t.After)
+			if never {
+				continue
+			}
+			if rest > 0 {
 				if wait == 0 || rest < wait {
 					wait = rest
 				}

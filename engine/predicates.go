@@ -168,24 +168,21 @@ func timestamp(p machine.Path, obj map[string]any) (time.Time, bool) {
 }
 
 // remaining is how long until the timer is due (<= 0: due). A missing timestamp is due now.
-func (e evaluator) remaining(t machine.Timer) time.Duration {
+// never is true when the object has no timer (an annotation-only timer without the annotation).
+func (e evaluator) remaining(t machine.Timer) (rest time.Duration, never bool) {
+	d, ok := t.Length(e.in.Object.GetAnnotations())
+	if !ok {
+		return 0, true
+	}
 	obj := e.in.Object.Object
 	if t.Since.Related != "" {
 		obj = e.in.Facts.Related(t.Since.Related)
 	}
 	since, ok := timestamp(t.Since, obj)
 	if !ok {
-		return 0
+		return 0, false
 	}
-	d := t.Duration
-	if t.Annotation != "" {
-		if s, ok := e.in.Object.GetAnnotations()[t.Annotation]; ok {
-			if ad, err := time.ParseDuration(s); err == nil && ad > 0 {
-				d = ad
-			}
-		}
-	}
-	return since.Add(d + Jitter(string(e.in.Object.GetUID()), t.Jitter)).Sub(e.in.Now)
+	return since.Add(d + Jitter(string(e.in.Object.GetUID()), t.Jitter)).Sub(e.in.Now), false
 }
 
 // Jitter is a fixed fraction of max per object (FNV hash of its UID), so every replica and

@@ -9,6 +9,7 @@ import (
 	"github.com/draforge/draforge/drivers/compactslice"
 	"github.com/draforge/draforge/drivers/featuregates"
 	"github.com/draforge/draforge/drivers/simdevice"
+	"github.com/draforge/draforge/drivers/simdevice/pooltest"
 )
 
 // The allocator decides as kube-scheduler does with the cluster's gates: with the 1.37 defaults
@@ -56,10 +57,8 @@ func TestAllocatorFollowsFeatureGates(t *testing.T) {
 
 func migSlices(t *testing.T) []*resourcev1.ResourceSlice {
 	t.Helper()
-	p := &simdevice.Pool{Spec: simdevice.PoolSpec{DriverName: "gpu.nvidia.com", DeviceType: "gpu", DeviceCount: 1,
-		Profile: simdevice.ProfileNvidiaMIGA100, TargetNodes: []string{"node-a"}}}
-	p.Name, p.Namespace = "mig", "ns"
-	p.Default()
+	p := pooltest.Pool("ns", "mig", "", simdevice.PoolSpec{DriverName: "gpu.nvidia.com", DeviceType: "gpu", DeviceCount: 1,
+		Profile: simdevice.ProfileNvidiaMIGA100, TargetNodes: []string{"node-a"}})
 	s, err := simdevice.DesiredSlices(p, []*corev1.Node{newNode("node-a")})
 	if err != nil {
 		t.Fatal(err)

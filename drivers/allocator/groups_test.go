@@ -13,6 +13,7 @@ import (
 
 	"github.com/draforge/draforge/drivers/compactslice"
 	"github.com/draforge/draforge/drivers/simdevice"
+	"github.com/draforge/draforge/drivers/simdevice/pooltest"
 )
 
 // The tests below publish SimulatedDevicePools written with spec.deviceGroups (no profile) and
@@ -145,9 +146,8 @@ func TestGroupBindingConditionsReachAllocation(t *testing.T) {
 
 	// Pools without binding conditions are preferred (the allocator tries them first).
 	mixed := groupsCluster(t, nil, simdevice.PoolSpec{DeviceGroups: []simdevice.DeviceGroup{{DeviceType: "gpu", Count: 1}}}, "node-a")
-	p := &simdevice.Pool{ObjectMeta: metav1.ObjectMeta{Name: "bc", Namespace: "ns", UID: "uid2"}, Spec: spec}
-	p.Spec.TargetNodes = []string{"node-a"}
-	p.Default()
+	spec.TargetNodes = []string{"node-a"}
+	p := pooltest.Pool("ns", "bc", "uid2", spec)
 	sl, err := simdevice.DesiredSlices(p, []*corev1.Node{newNode("node-a")})
 	if err != nil {
 		t.Fatal(err)

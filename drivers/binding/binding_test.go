@@ -16,6 +16,7 @@ import (
 
 	"github.com/draforge/draforge/drivers/clusterview"
 	"github.com/draforge/draforge/drivers/simdevice"
+	"github.com/draforge/draforge/drivers/simdevice/pooltest"
 	"github.com/draforge/draforge/engine"
 )
 
@@ -24,7 +25,7 @@ const drv = simdevice.DefaultDriverName
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 func testPool() *simdevice.Pool {
-	p := &simdevice.Pool{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns"}, Spec: simdevice.PoolSpec{
+	return pooltest.Pool("ns", "p", "", simdevice.PoolSpec{
 		TargetNodes: []string{"node-a", "node-b"},
 		DeviceGroups: []simdevice.DeviceGroup{
 			{DeviceType: "gpu", Count: 2, Partitions: 2, BindingConditions: []string{"ready", "attached"},
@@ -32,9 +33,7 @@ func testPool() *simdevice.Pool {
 			{DeviceType: "nic", Count: 1},
 		},
 		Faults: []simdevice.Fault{{Device: intstr.FromString("gpu-1"), Node: "node-a", Mode: simdevice.FaultBindingFailure}},
-	}}
-	p.Default()
-	return p
+	})
 }
 
 func TestIndex(t *testing.T) {

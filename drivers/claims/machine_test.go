@@ -9,25 +9,13 @@ import (
 
 	"github.com/draforge/draforge/drivers"
 	"github.com/draforge/draforge/engine"
+	"github.com/draforge/draforge/engine/enginetest"
 	"github.com/draforge/draforge/engine/machine"
-	"github.com/draforge/draforge/machines"
+	"github.com/draforge/draforge/machines/machinestest"
 )
 
 // The claim machine (machines/claim.cue) decides the allocation pod handoff in CUE; these tests
 // run it through engine.Decide with the driver's facts and the related pod faked.
-
-type facts struct {
-	obs map[string]bool
-	pod map[string]any // the related allocationPod, nil when absent
-}
-
-func (f facts) Observe(name string) (engine.Fact, error) { return engine.Holds(f.obs[name]), nil }
-func (f facts) Related(name string) map[string]any {
-	if name == "allocationPod" {
-		return f.pod
-	}
-	return nil
-}
 
 func claimMachine(t *testing.T) *machine.Machine {
 	t.Helper()
@@ -35,17 +23,16 @@ func claimMachine(t *testing.T) *machine.Machine {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ms, err := machines.Load(names)
-	if err != nil {
-		t.Fatal(err)
+	return machinestest.Machine(t, names, "claim")
+}
+
+// facts are the observations that hold and the related allocationPod (nil when absent).
+func facts(obs map[string]bool, pod map[string]any) *enginetest.Facts {
+	f := &enginetest.Facts{Observations: map[string]engine.Fact{}, Objects: map[string]map[string]any{"allocationPod": pod}}
+	for n, b := range obs {
+		f.Observations[n] = engine.Holds(b)
 	}
-	for _, m := range ms {
-		if m.Name == "claim" {
-			return m
-		}
-	}
-	t.Fatal("no claim machine")
-	return nil
+	return f
 }
 
 func claimObject(allocated bool) *unstructured.Unstructured {
@@ -106,7 +93,7 @@ func TestClaimMachineAllocationPodHandoff(t *testing.T) {
 		{"allocated, pod not bound yet", true, pod(false), nil, "handoff", "", "handoff", nil},
 		{"taken over", true, nil, map[string]bool{"claimReservedForAllocationPod": true}, "allocated", "", "allocated", nil},
 	} {
-		st := engine.Decide(m, engine.Input{Object: claimObject(tc.allocated), Facts: facts{obs: tc.obs, pod: tc.pod}, Now: time.Now()})
+		st := engine.Decide(m, engine.Input{Object: claimObject(tc.allocated), Facts: facts(tc.obs, tc.pod), Now: time.Now()})
 		if st.Err != nil || st.From != tc.from || st.Event != tc.ev || st.To != tc.to || !slices.Equal(actions(st), tc.actions) {
 			t.Errorf("%s: %s -%s-> %s %v (err %v); want %s -%s-> %s %v", tc.name, st.From, st.Event, st.To, actions(st), st.Err, tc.from, tc.ev, tc.to, tc.actions)
 		}

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/randfill"
 
 	"github.com/draforge/draforge/drivers/simdevice"
+	"github.com/draforge/draforge/drivers/simdevice/pooltest"
 )
 
 func nodes(n int) []*corev1.Node {
@@ -33,13 +34,12 @@ func published(t testing.TB) []*resourcev1.ResourceSlice {
 	t.Helper()
 	var out []*resourcev1.ResourceSlice
 	for _, profile := range append([]simdevice.Profile{""}, simdevice.Profiles()...) {
-		p := &simdevice.Pool{ObjectMeta: metav1.ObjectMeta{Name: "p" + string(profile), Namespace: "ns", UID: "uid"},
-			Spec: simdevice.PoolSpec{DeviceType: "gpu", DeviceCount: 8, Profile: profile, NodeSelector: map[string]string{"x": "y"},
+		p := pooltest.Pool("ns", "p"+string(profile), "uid",
+			simdevice.PoolSpec{DeviceType: "gpu", DeviceCount: 8, Profile: profile, NodeSelector: map[string]string{"x": "y"},
 				Attributes: map[string]simdevice.AttributeValue{
 					"s": {String: new("a")}, "i": {Int: new(int64(7))}, "b": {Bool: new(false)}, "v": {Version: new("1.2.3")}},
 				Capacities: map[string]resource.Quantity{"memory": resource.MustParse("80Gi"), "cores": resource.MustParse("1500m")},
-				Faults:     []simdevice.Fault{{Device: intstr.FromInt32(3), Mode: simdevice.FaultUnhealthy}}}}
-		p.Default()
+				Faults:     []simdevice.Fault{{Device: intstr.FromInt32(3), Mode: simdevice.FaultUnhealthy}}})
 		s, err := simdevice.DesiredSlices(p, nodes(3))
 		if err != nil {
 			t.Fatal(err)

@@ -9,8 +9,9 @@ import (
 
 	"github.com/draforge/draforge/drivers/gvr"
 	"github.com/draforge/draforge/engine"
+	"github.com/draforge/draforge/engine/enginetest"
 	"github.com/draforge/draforge/engine/machine"
-	"github.com/draforge/draforge/machines"
+	"github.com/draforge/draforge/machines/machinestest"
 )
 
 // The pool machine (machines/pool.cue) decides with CUE what used to be Go: Degraded from the
@@ -27,17 +28,9 @@ var poolNames = machine.Names{
 	Mappers: []string{"podClaims", "pendingClaims", "claimPods", "slicePods"},
 }
 
-type facts struct {
-	obs map[string]engine.Fact
-	crd map[string]any
-}
-
-func (f facts) Observe(name string) (engine.Fact, error) { return f.obs[name], nil }
-func (f facts) Related(name string) map[string]any {
-	if name == "crd" {
-		return f.crd
-	}
-	return nil
+// facts are the observations and the related CRD (nil when absent).
+func facts(obs map[string]engine.Fact, crd map[string]any) *enginetest.Facts {
+	return &enginetest.Facts{Observations: obs, Objects: map[string]map[string]any{"crd": crd}}
 }
 
 func crd(version string) map[string]any {
@@ -50,17 +43,7 @@ func crd(version string) map[string]any {
 
 func poolMachine(t *testing.T) *machine.Machine {
 	t.Helper()
-	ms, err := machines.Load(poolNames)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, m := range ms {
-		if m.Name == "pool" {
-			return m
-		}
-	}
-	t.Fatal("no pool machine")
-	return nil
+	return machinestest.Machine(t, poolNames, "pool")
 }
 
 func poolObject(conds ...map[string]any) *unstructured.Unstructured {
@@ -103,7 +86,7 @@ func TestPoolMachineDegradedFromCRD(t *testing.T) {
 		{nil, "True", ReasonSchemaPredates,
 			fmt.Sprintf("the installed CRD %s has schema version 0, this controller needs %d: apply the CRDs of this release (deploy/crds)", gvr.SimulatedDevicePoolCRD, SchemaVersion)},
 	} {
-		st := engine.Decide(m, engine.Input{Object: synced, Facts: facts{crd: tc.crd}, Now: time.Now()})
+		st := engine.Decide(m, engine.Input{Object: synced, Facts: facts(nil, tc.crd), Now: time.Now()})
 		d := condition(st, ConditionDegraded)
 		if st.From != "synced" || st.Transition != nil || d.Status != tc.status || d.Reason != tc.reason || d.Message != tc.message {
 			t.Errorf("crd %v: state %s event %q Degraded %+v\nwant %s %s %q", tc.crd, st.From, st.Event, d, tc.status, tc.reason, tc.message)
@@ -116,20 +99,20 @@ func TestPoolMachineDegradedFromCRD(t *testing.T) {
 
 func TestPoolMachineInvalidAndBlocked(t *testing.T) {
 	m := poolMachine(t)
-	f := facts{crd: crd("1"), obs: map[string]engine.Fact{"poolSpecInvalid": {Holds: true, Message: "spec.devices: too many"}}}
+	f := facts(map[string]engine.Fact{"poolSpecInvalid": {Holds: true, Message: "spec.devices: too many"}}, crd("1"))
 	in := engine.Input{Object: poolObject(), Facts: f, Now: time.Now()}
 	st := engine.Decide(m, in)
 	if st.Event != "invalid" || st.To != "invalid" || condition(st, "Ready").Message != "spec.devices: too many" || condition(st, "Synced").Reason != "InvalidSpec" {
 		t.Errorf("invalid spec: %s -> %s on %q, conditions %+v", st.From, st.To, st.Event, st.Conditions)
 	}
 	// Still invalid with another problem: no transition, the message follows the observation.
-	f.obs["poolSpecInvalid"] = engine.Fact{Holds: true, Message: "spec.poolName: taken"}
+	f.Observations["poolSpecInvalid"] = engine.Fact{Holds: true, Message: "spec.poolName: taken"}
 	st = engine.Decide(m, engine.Input{Object: poolObject(map[string]any{"type": "Ready", "status": "False", "reason": "InvalidSpec"}), Facts: f, Now: time.Now()})
 	if st.From != "invalid" || st.Transition != nil || condition(st, "Ready").Message != "spec.poolName: taken" {
 		t.Errorf("still invalid: %s on %q, conditions %+v", st.From, st.Event, st.Conditions)
 	}
 	// A blocked publication goes to blocked, its message from the outcome.
-	f.obs = map[string]engine.Fact{"poolSlicesOutOfDate": {Holds: true}}
+	f.Observations = map[string]engine.Fact{"poolSlicesOutOfDate": {Holds: true}}
 	in.Facts = f
 	st = engine.Decide(m, in)
 	if st.Event != "publish" {

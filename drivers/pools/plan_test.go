@@ -9,13 +9,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/draforge/draforge/drivers/simdevice"
+	"github.com/draforge/draforge/drivers/simdevice/pooltest"
 )
 
 func desired(t *testing.T, count int, nodes ...string) []*resourcev1.ResourceSlice {
 	t.Helper()
-	p := &simdevice.Pool{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "uid-1"},
-		Spec: simdevice.PoolSpec{DeviceType: "gpu", DeviceCount: count, TargetNodes: nodes}}
-	p.Default()
+	p := pooltest.Pool("ns", "p", "uid-1", simdevice.PoolSpec{DeviceType: "gpu", DeviceCount: count, TargetNodes: nodes})
 	var ns []*corev1.Node
 	for _, n := range nodes {
 		ns = append(ns, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n}})

@@ -9,6 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/draforge/draforge/drivers/simdevice/pooltest"
 )
 
 // cachedDriver is a driver over informers whose stores the test fills, with the driver's
@@ -36,11 +38,10 @@ func labelledNode(name, rack string) *corev1.Node {
 }
 
 func selectorPool(generation int64) *unstructured.Unstructured {
-	return &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "draforge.oaslananka/v1alpha1", "kind": "SimulatedDevicePool",
-		"metadata": map[string]any{"name": "p", "namespace": "ns", "uid": "uid-1", "generation": generation},
-		"spec":     map[string]any{"deviceType": "gpu", "deviceCount": int64(2), "nodeSelector": map[string]any{"rack": "a"}},
-	}}
+	p := pooltest.Object("ns", "p", map[string]any{"deviceType": "gpu", "deviceCount": int64(2), "nodeSelector": map[string]any{"rack": "a"}})
+	p.SetUID("uid-1")
+	p.SetGeneration(generation)
+	return p
 }
 
 // store writes slices to the slice cache as the API server would hold them at rv.

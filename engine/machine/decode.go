@@ -161,8 +161,11 @@ func (c *checker) transition(s specTransition, sels ...any) Transition {
 	}
 	if s.After != nil {
 		at := append(sels, "after")
-		tm := &Timer{Duration: c.duration(s.After.Duration, append(at, "duration")...),
-			Since: c.path(s.After.Since, true, append(at, "since")...), Annotation: s.After.Annotation}
+		tm := &Timer{Since: c.path(s.After.Since, true, append(at, "since")...), Annotation: s.After.Annotation}
+		// Without a duration the annotation alone sets the timer (#Timer requires one of them).
+		if s.After.Duration != "" {
+			tm.Duration = c.duration(s.After.Duration, append(at, "duration")...)
+		}
 		if s.After.Jitter != "" {
 			tm.Jitter = c.duration(s.After.Jitter, append(at, "jitter")...)
 		}

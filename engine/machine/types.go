@@ -246,10 +246,33 @@ func (t Transition) ActionNames() []string {
 
 // Timer is due when now >= Since + Duration (or the Annotation's duration) + jitter.
 type Timer struct {
+	// Duration is zero for a timer set only by Annotation: an object without a valid
+	// annotation has no timer (see Length).
 	Duration   time.Duration
 	Since      Path
 	Jitter     time.Duration
 	Annotation string
+}
+
+// Length is the timer's duration for an object with these annotations: the annotation's
+// positive Go duration, else Duration. ok is false when there is none (an annotation-only
+// timer on an object without a valid annotation): the timer never falls due.
+func (t Timer) Length(annotations map[string]string) (d time.Duration, ok bool) {
+	if t.Annotation != "" {
+		if ad, err := time.ParseDuration(annotations[t.Annotation]); err == nil && ad > 0 {
+			return ad, true
+		}
+	}
+	return t.Duration, t.Duration > 0
+}
+
+// String describes the timer for graphs: its duration ("10s"; an annotation may override it per
+// object), or the annotation that alone sets it.
+func (t Timer) String() string {
+	if t.Duration == 0 {
+		return t.Annotation
+	}
+	return t.Duration.String()
 }
 
 // Action is a driver action (Driver) or exactly one generic action.

@@ -40,6 +40,7 @@ import (
 	"github.com/draforge/draforge/drivers"
 	"github.com/draforge/draforge/drivers/gvr"
 	"github.com/draforge/draforge/drivers/simdevice"
+	"github.com/draforge/draforge/drivers/simdevice/pooltest"
 	"github.com/draforge/draforge/test/cluster"
 	"github.com/draforge/draforge/test/e2e/e2eutil"
 )
@@ -418,11 +419,7 @@ func PoolObject(ns, name, scenario string, devices int, selector map[string]stri
 		}
 		spec["targetNodes"] = t
 	}
-	return &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": simdevice.Group + "/" + simdevice.Version, "kind": simdevice.Kind,
-		"metadata": map[string]any{"name": name, "namespace": ns},
-		"spec":     spec,
-	}}
+	return pooltest.Object(ns, name, spec)
 }
 
 // PoolReady reports whether the pool shows Ready=True for its current generation.

@@ -26,6 +26,7 @@ import (
 	"github.com/draforge/draforge/drivers"
 	"github.com/draforge/draforge/drivers/gvr"
 	"github.com/draforge/draforge/drivers/simdevice"
+	"github.com/draforge/draforge/drivers/simdevice/pooltest"
 	"github.com/draforge/draforge/engine"
 	"github.com/draforge/draforge/machines"
 )
@@ -53,14 +54,13 @@ func MemoryObjects(kind string, n int) ([]k8sruntime.Object, error) {
 	}
 	switch kind {
 	case "resourceslices", "resourceslices/nvidia-gpu":
-		pool := &simdevice.Pool{ObjectMeta: metav1.ObjectMeta{Name: "mem", Namespace: "bench", UID: "mem-uid"},
-			Spec: simdevice.PoolSpec{DeviceType: "gpu", DeviceCount: 8, NodeSelector: map[string]string{"x": "y"},
-				Attributes: map[string]simdevice.AttributeValue{"scenario": {String: ptrTo("bench")}},
-				Capacities: map[string]resource.Quantity{"memory": resource.MustParse("80Gi")}}}
+		spec := simdevice.PoolSpec{DeviceType: "gpu", DeviceCount: 8, NodeSelector: map[string]string{"x": "y"},
+			Attributes: map[string]simdevice.AttributeValue{"scenario": {String: ptrTo("bench")}},
+			Capacities: map[string]resource.Quantity{"memory": resource.MustParse("80Gi")}}
 		if kind == "resourceslices/nvidia-gpu" {
-			pool.Spec.Profile, pool.Spec.Attributes, pool.Spec.Capacities = simdevice.ProfileNvidiaGPU, nil, nil
+			spec.Profile, spec.Attributes, spec.Capacities = simdevice.ProfileNvidiaGPU, nil, nil
 		}
-		pool.Default()
+		pool := pooltest.Pool("bench", "mem", "mem-uid", spec)
 		var nodes []*corev1.Node
 		for i := range n {
 			nodes = append(nodes, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: NodeName(i), Labels: map[string]string{"x": "y"}}})

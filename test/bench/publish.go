@@ -22,6 +22,7 @@ import (
 
 	"github.com/draforge/draforge/drivers/gvr"
 	"github.com/draforge/draforge/drivers/simdevice"
+	"github.com/draforge/draforge/drivers/simdevice/pooltest"
 )
 
 // PublishResult compares the controller publishing one pool with a raw client-go loop creating
@@ -89,12 +90,9 @@ func (e *Env) publish(ctx context.Context, run publishRun) (*PublishResult, erro
 
 	// Raw baseline: the same content (DesiredSlices of the same spec, pool generation 1 as
 	// the controller writes it) created one by one with the controller's QPS/burst.
-	rawPool := &simdevice.Pool{
-		ObjectMeta: metav1.ObjectMeta{Name: "pub", Namespace: "bench-raw", UID: types.UID("00000000-0000-0000-0000-000000000raw")},
-		Spec: simdevice.PoolSpec{DeviceType: "gpu", DeviceCount: devices, NodeSelector: selector,
-			Attributes: map[string]simdevice.AttributeValue{"scenario": {String: ptrTo("bench-pub")}}},
-	}
-	rawPool.Default()
+	rawPool := pooltest.Pool("bench-raw", "pub", types.UID("00000000-0000-0000-0000-000000000raw"),
+		simdevice.PoolSpec{DeviceType: "gpu", DeviceCount: devices, NodeSelector: selector,
+			Attributes: map[string]simdevice.AttributeValue{"scenario": {String: ptrTo("bench-pub")}}})
 	desired, err := simdevice.DesiredSlices(rawPool, ptrs)
 	if err != nil {
 		return nil, err

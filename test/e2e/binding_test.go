@@ -15,6 +15,7 @@ import (
 
 	"github.com/draforge/draforge/drivers/binding"
 	"github.com/draforge/draforge/drivers/simdevice"
+	"github.com/draforge/draforge/drivers/simdevice/pooltest"
 	"github.com/draforge/draforge/test/cluster"
 	"github.com/draforge/draforge/test/e2e/e2eutil"
 )
@@ -69,13 +70,12 @@ func TestBindingConditionsWithKubeScheduler(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	pool := &simdevice.Pool{ObjectMeta: metav1.ObjectMeta{Name: "bc", Namespace: e.Namespace, UID: "bc-uid"}, Spec: simdevice.PoolSpec{
+	pool := pooltest.Pool(e.Namespace, "bc", "bc-uid", simdevice.PoolSpec{
 		TargetNodes: []string{"node-a"},
 		DeviceGroups: []simdevice.DeviceGroup{{DeviceType: "gpu", Count: 2, BindsToNode: true,
 			BindingConditions: []string{"draforge.test/attached"}, BindingFailureConditions: []string{"draforge.test/attach-failed"}}},
 		Faults: []simdevice.Fault{{Device: intstr.FromString("gpu-1"), Mode: simdevice.FaultBindingFailure}},
-	}}
-	pool.Default()
+	})
 	slices, err := simdevice.DesiredSlices(pool, []*corev1.Node{node})
 	if err != nil {
 		t.Fatal(err)

@@ -3,6 +3,7 @@ package e2e
 import (
 	"testing"
 
+	"github.com/draforge/draforge/drivers/simdevice/pooltest"
 	"github.com/draforge/draforge/test/e2e/e2eutil"
 )
 
@@ -22,7 +23,7 @@ var (
 	sumMetric      = e2eutil.SumMetric
 	ignoreNotFound = e2eutil.IgnoreNotFound
 	conditionIs    = e2eutil.ConditionIs
-	newPool        = e2eutil.NewPool
+	newPool        = pooltest.Object
 	draforgeBinary = e2eutil.DraforgeBinary
 )
 

@@ -19,6 +19,7 @@ import (
 
 	"github.com/draforge/draforge/drivers/gvr"
 	"github.com/draforge/draforge/drivers/simdevice"
+	"github.com/draforge/draforge/drivers/simdevice/pooltest"
 	"github.com/draforge/draforge/test/e2e/e2eutil"
 )
 
@@ -60,7 +61,7 @@ func pool(count int, value string, nodes ...string) map[string]any {
 func createPool(t *testing.T, e *e2eutil.Env, name string, spec map[string]any) {
 	t.Helper()
 	if _, err := e.Dynamic.Resource(gvr.SimulatedDevicePools).Namespace(e.Namespace).Create(t.Context(),
-		e2eutil.NewPool(e.Namespace, name, spec), metav1.CreateOptions{}); err != nil {
+		pooltest.Object(e.Namespace, name, spec), metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create pool %s: %v", name, err)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/draforge/draforge/drivers/gvr"
+	"github.com/draforge/draforge/drivers/simdevice/pooltest"
 	"github.com/draforge/draforge/test/e2e/e2eutil"
 )
 
@@ -50,7 +51,7 @@ func TestInvalidPools(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := e.Dynamic.Resource(gvr.SimulatedDevicePools).Namespace(e.Namespace).Create(t.Context(),
-				e2eutil.NewPool(e.Namespace, tc.name, tc.spec), metav1.CreateOptions{})
+				pooltest.Object(e.Namespace, tc.name, tc.spec), metav1.CreateOptions{})
 			if err == nil {
 				t.Fatal("accepted, want rejected")
 			}

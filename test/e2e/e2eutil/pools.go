@@ -14,15 +14,6 @@ import (
 	"github.com/draforge/draforge/drivers/simdevice"
 )
 
-// NewPool is a SimulatedDevicePool with spec.
-func NewPool(ns, name string, spec map[string]any) *unstructured.Unstructured {
-	return &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "draforge.oaslananka/v1alpha1", "kind": "SimulatedDevicePool",
-		"metadata": map[string]any{"name": name, "namespace": ns},
-		"spec":     spec,
-	}}
-}
-
 // PoolSlices returns the pool's slices by node: device names and pool generation.
 func (e *Env) PoolSlices(t testing.TB, ns, name string) map[string]string {
 	t.Helper()

@@ -36,7 +36,7 @@ func Mermaid(w io.Writer, m *machine.Machine) error {
 		for _, t := range m.TransitionsOf(from) {
 			label := t.Event
 			if t.After != nil {
-				label += fmt.Sprintf(" after %s", t.After.Duration)
+				label += fmt.Sprintf(" after %s", t.After)
 			}
 			if len(t.Actions) > 0 {
 				label += " / " + strings.Join(t.ActionNames(), ", ")
