@@ -13,7 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/draforge/draforge/cmd/draforge/internal/kubeletplugin"
+	"github.com/draforge/draforge/drivers/kubeletplugin"
 	"github.com/draforge/draforge/drivers/simdevice"
 	"github.com/draforge/draforge/engine"
 	"github.com/draforge/draforge/engine/health"
