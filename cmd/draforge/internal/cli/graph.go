@@ -4,8 +4,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/draforge/draforge/cmd/draforge/internal/graph"
-	"github.com/draforge/draforge/cmd/draforge/internal/inventory"
 	"github.com/draforge/draforge/cmd/draforge/internal/output"
+	"github.com/draforge/draforge/drivers/inventory"
 )
 
 func newGraph(kf *kubeFlags) *cobra.Command {

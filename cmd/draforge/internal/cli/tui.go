@@ -9,9 +9,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/draforge/draforge/cmd/draforge/internal/faults"
-	"github.com/draforge/draforge/cmd/draforge/internal/inventory"
 	"github.com/draforge/draforge/cmd/draforge/internal/server"
 	"github.com/draforge/draforge/cmd/draforge/internal/tui"
+	"github.com/draforge/draforge/drivers/inventory"
 	"github.com/draforge/draforge/drivers/simdevice"
 	"github.com/draforge/draforge/engine"
 )

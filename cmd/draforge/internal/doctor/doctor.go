@@ -16,7 +16,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/cel"
 	"k8s.io/utils/ptr"
 
-	"github.com/draforge/draforge/cmd/draforge/internal/inventory"
+	"github.com/draforge/draforge/drivers/inventory"
 	"github.com/draforge/draforge/drivers/simdevice"
 )
 

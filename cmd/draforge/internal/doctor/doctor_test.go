@@ -8,9 +8,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/draforge/draforge/cmd/draforge/internal/inventory"
-	it "github.com/draforge/draforge/cmd/draforge/internal/inventory/inventorytest"
 	"github.com/draforge/draforge/drivers/gvr"
+	"github.com/draforge/draforge/drivers/inventory"
+	it "github.com/draforge/draforge/drivers/inventory/inventorytest"
 	"github.com/draforge/draforge/drivers/simdevice"
 )
 

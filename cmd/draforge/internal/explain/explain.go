@@ -11,9 +11,9 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/draforge/draforge/cmd/draforge/internal/inventory"
 	"github.com/draforge/draforge/drivers/allocator"
 	"github.com/draforge/draforge/drivers/compactslice"
+	"github.com/draforge/draforge/drivers/inventory"
 	"github.com/draforge/draforge/drivers/simdevice"
 )
 

@@ -8,9 +8,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/draforge/draforge/cmd/draforge/internal/inventory"
-	it "github.com/draforge/draforge/cmd/draforge/internal/inventory/inventorytest"
 	"github.com/draforge/draforge/drivers/allocator"
+	"github.com/draforge/draforge/drivers/inventory"
+	it "github.com/draforge/draforge/drivers/inventory/inventorytest"
 	"github.com/draforge/draforge/drivers/simdevice"
 	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"

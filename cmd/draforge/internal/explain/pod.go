@@ -11,8 +11,8 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/draforge/draforge/cmd/draforge/internal/inventory"
 	"github.com/draforge/draforge/drivers/allocator"
+	"github.com/draforge/draforge/drivers/inventory"
 )
 
 // PodNotFoundError is returned when the snapshot has no such pod.

@@ -9,8 +9,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/draforge/draforge/cmd/draforge/internal/inventory"
 	"github.com/draforge/draforge/drivers/allocator"
+	"github.com/draforge/draforge/drivers/inventory"
 )
 
 // Node kinds.

@@ -8,8 +8,8 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/draforge/draforge/cmd/draforge/internal/inventory"
-	it "github.com/draforge/draforge/cmd/draforge/internal/inventory/inventorytest"
+	"github.com/draforge/draforge/drivers/inventory"
+	it "github.com/draforge/draforge/drivers/inventory/inventorytest"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")

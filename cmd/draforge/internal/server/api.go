@@ -8,7 +8,7 @@ import (
 
 	"github.com/draforge/draforge/cmd/draforge/internal/doctor"
 	"github.com/draforge/draforge/cmd/draforge/internal/explain"
-	"github.com/draforge/draforge/cmd/draforge/internal/inventory"
+	"github.com/draforge/draforge/drivers/inventory"
 	"github.com/draforge/draforge/engine"
 )
 

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/draforge/draforge/cmd/draforge/internal/inventory/inventorytest"
+	"github.com/draforge/draforge/drivers/inventory/inventorytest"
 	"github.com/draforge/draforge/test/browser"
 )
 

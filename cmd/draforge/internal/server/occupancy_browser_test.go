@@ -15,8 +15,8 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/draforge/draforge/cmd/draforge/internal/inventory"
-	it "github.com/draforge/draforge/cmd/draforge/internal/inventory/inventorytest"
+	"github.com/draforge/draforge/drivers/inventory"
+	it "github.com/draforge/draforge/drivers/inventory/inventorytest"
 	"github.com/draforge/draforge/drivers/simdevice"
 	"github.com/draforge/draforge/test/browser"
 )

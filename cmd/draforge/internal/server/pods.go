@@ -5,7 +5,7 @@ import (
 	"strings"
 
 	"github.com/draforge/draforge/cmd/draforge/internal/explain"
-	"github.com/draforge/draforge/cmd/draforge/internal/inventory"
+	"github.com/draforge/draforge/drivers/inventory"
 )
 
 // OccupancyPage is /api/occupancy: node rows matching the filter, one page of them, and the

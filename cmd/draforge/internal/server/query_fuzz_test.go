@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/draforge/draforge/cmd/draforge/internal/inventory/inventorytest"
+	"github.com/draforge/draforge/drivers/inventory/inventorytest"
 )
 
 // fuzzServer is a server over the healthy test inventory, after `events` published snapshots.

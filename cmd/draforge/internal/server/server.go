@@ -19,7 +19,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/draforge/draforge/cmd/draforge/internal/doctor"
-	"github.com/draforge/draforge/cmd/draforge/internal/inventory"
+	"github.com/draforge/draforge/drivers/inventory"
 )
 
 // Options configure a Server. Zero durations and sizes take the defaults in brackets.

@@ -17,8 +17,8 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/draforge/draforge/cmd/draforge/internal/inventory"
-	"github.com/draforge/draforge/cmd/draforge/internal/inventory/inventorytest"
+	"github.com/draforge/draforge/drivers/inventory"
+	"github.com/draforge/draforge/drivers/inventory/inventorytest"
 	"github.com/draforge/draforge/engine"
 )
 

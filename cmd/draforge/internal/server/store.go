@@ -10,7 +10,7 @@ import (
 	"github.com/draforge/draforge/cmd/draforge/internal/doctor"
 	"github.com/draforge/draforge/cmd/draforge/internal/explain"
 	"github.com/draforge/draforge/cmd/draforge/internal/graph"
-	"github.com/draforge/draforge/cmd/draforge/internal/inventory"
+	"github.com/draforge/draforge/drivers/inventory"
 )
 
 // Change is one object change that led to a new snapshot.

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/draforge/draforge/cmd/draforge/internal/inventory"
-	"github.com/draforge/draforge/cmd/draforge/internal/inventory/inventorytest"
+	"github.com/draforge/draforge/drivers/inventory"
+	"github.com/draforge/draforge/drivers/inventory/inventorytest"
 )
 
 // TestViewDroppedWhenIdle: a published snapshot is built for its counts and not kept; a request

@@ -14,9 +14,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 
-	"github.com/draforge/draforge/cmd/draforge/internal/inventory"
 	"github.com/draforge/draforge/drivers"
 	"github.com/draforge/draforge/drivers/gvr"
+	"github.com/draforge/draforge/drivers/inventory"
 	"github.com/draforge/draforge/drivers/simdevice"
 	"github.com/draforge/draforge/engine"
 )

@@ -7,8 +7,8 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/draforge/draforge/cmd/draforge/internal/inventory"
-	it "github.com/draforge/draforge/cmd/draforge/internal/inventory/inventorytest"
+	"github.com/draforge/draforge/drivers/inventory"
+	it "github.com/draforge/draforge/drivers/inventory/inventorytest"
 )
 
 func devicesOf(s *inventory.Snapshot) []inventory.DeviceView {

@@ -9,7 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
-	"github.com/draforge/draforge/cmd/draforge/internal/inventory"
+	"github.com/draforge/draforge/drivers/inventory"
 	"github.com/draforge/draforge/drivers/simdevice"
 )
 
