@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/draforge/draforge/cmd/draforge/internal/doctor"
-	"github.com/draforge/draforge/cmd/draforge/internal/explain"
+	"github.com/draforge/draforge/drivers/explain"
 	"github.com/draforge/draforge/drivers/inventory"
 	"github.com/draforge/draforge/engine"
 )

@@ -4,7 +4,7 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/draforge/draforge/cmd/draforge/internal/explain"
+	"github.com/draforge/draforge/drivers/explain"
 	"github.com/draforge/draforge/drivers/inventory"
 )
 

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/draforge/draforge/cmd/draforge/internal/doctor"
-	"github.com/draforge/draforge/cmd/draforge/internal/explain"
 	"github.com/draforge/draforge/cmd/draforge/internal/graph"
+	"github.com/draforge/draforge/drivers/explain"
 	"github.com/draforge/draforge/drivers/inventory"
 )
 
