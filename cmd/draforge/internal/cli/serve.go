@@ -14,8 +14,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/draforge/draforge/cmd/draforge/internal/doctor"
 	"github.com/draforge/draforge/cmd/draforge/internal/server"
+	"github.com/draforge/draforge/drivers/doctor"
 	"github.com/draforge/draforge/engine"
 	"github.com/draforge/draforge/engine/health"
 	"github.com/draforge/draforge/engine/metrics"

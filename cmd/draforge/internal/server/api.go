@@ -6,7 +6,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/draforge/draforge/cmd/draforge/internal/doctor"
+	"github.com/draforge/draforge/drivers/doctor"
 	"github.com/draforge/draforge/drivers/explain"
 	"github.com/draforge/draforge/drivers/inventory"
 	"github.com/draforge/draforge/engine"

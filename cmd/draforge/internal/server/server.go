@@ -18,7 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
-	"github.com/draforge/draforge/cmd/draforge/internal/doctor"
+	"github.com/draforge/draforge/drivers/doctor"
 	"github.com/draforge/draforge/drivers/inventory"
 )
 

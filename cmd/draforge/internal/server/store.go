@@ -7,8 +7,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/draforge/draforge/cmd/draforge/internal/doctor"
 	"github.com/draforge/draforge/cmd/draforge/internal/graph"
+	"github.com/draforge/draforge/drivers/doctor"
 	"github.com/draforge/draforge/drivers/explain"
 	"github.com/draforge/draforge/drivers/inventory"
 )
