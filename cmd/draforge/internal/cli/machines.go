@@ -7,8 +7,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/draforge/draforge/cmd/draforge/internal/machinegraph"
 	"github.com/draforge/draforge/drivers"
+	"github.com/draforge/draforge/drivers/machinegraph"
 	"github.com/draforge/draforge/engine/machine"
 	"github.com/draforge/draforge/machines"
 )
