@@ -2,7 +2,7 @@
 // (SimulatedDevicePools, ResourceSlices, DeviceClasses, ResourceClaims, Pods, Nodes), and the
 // pure views derived from it (pools, devices, claims). The CLI fills a Snapshot by listing from
 // the API server (List); a long-running server can fill it from informer caches instead. Every
-// other diagnostics package (graph, doctor, explain) takes a Snapshot, never a client.
+// other diagnostics package (resourcegraph, doctor, explain) takes a Snapshot, never a client.
 package inventory
 
 import (

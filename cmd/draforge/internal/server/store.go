@@ -7,10 +7,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/draforge/draforge/cmd/draforge/internal/graph"
 	"github.com/draforge/draforge/drivers/doctor"
 	"github.com/draforge/draforge/drivers/explain"
 	"github.com/draforge/draforge/drivers/inventory"
+	"github.com/draforge/draforge/drivers/resourcegraph"
 )
 
 // Change is one object change that led to a new snapshot.
@@ -110,7 +110,7 @@ type view struct {
 	counts    Counts
 
 	graphOnce sync.Once
-	graph     *graph.Graph
+	graph     *resourcegraph.Graph
 
 	// explained keeps claim explanations of this snapshot: one at 1,000 nodes runs the allocator
 	// on every node (most of a second), and the dashboard asks again on every change it hears of.
@@ -195,8 +195,8 @@ func newView(version uint64, at time.Time, s *inventory.Snapshot) *view {
 	return v
 }
 
-func (v *view) graphOf() *graph.Graph {
-	v.graphOnce.Do(func() { v.graph = graph.Build(v.snap) })
+func (v *view) graphOf() *resourcegraph.Graph {
+	v.graphOnce.Do(func() { v.graph = resourcegraph.Build(v.snap) })
 	return v.graph
 }
 

@@ -1,7 +1,7 @@
-// Package graph builds the relationship graph of a Snapshot (SimulatedDevicePools, DRA pools,
+// Package resourcegraph builds the relationship graph of a Snapshot (SimulatedDevicePools, DRA pools,
 // Nodes, Devices, DeviceClasses, ResourceClaims, Pods) and renders it as DOT, Mermaid or JSON.
 // Output is deterministic: nodes are sorted by ID, edges by (from, to, kind).
-package graph
+package resourcegraph
 
 import (
 	"cmp"
