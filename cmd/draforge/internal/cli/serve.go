@@ -14,8 +14,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/draforge/draforge/cmd/draforge/internal/server"
 	"github.com/draforge/draforge/drivers/doctor"
+	"github.com/draforge/draforge/drivers/httpapi"
 	"github.com/draforge/draforge/engine"
 	"github.com/draforge/draforge/engine/health"
 	"github.com/draforge/draforge/engine/metrics"
@@ -75,7 +75,7 @@ func (o *serveOptions) validate() error {
 	if o.doctorInterval <= 0 || o.rebuildInterval <= 0 || o.heartbeat <= 0 {
 		errs = append(errs, errors.New("--doctor-interval, --snapshot-interval and --stream-heartbeat must be positive"))
 	}
-	if _, err := server.ParseOrigins(o.corsOrigins); err != nil {
+	if _, err := httpapi.ParseOrigins(o.corsOrigins); err != nil {
 		errs = append(errs, fmt.Errorf("--cors-allowed-origins: %w", err))
 	}
 	return errors.Join(errs...)
@@ -133,20 +133,20 @@ func newServeProcess(kf *kubeFlags, o *serveOptions) (*serveProcess, error) {
 	}
 	httpClient := &http.Client{Timeout: 5 * time.Second}
 
-	var srv *server.Server
+	var srv *httpapi.Server
 	ready := &health.Readiness{Kube: kube, Timeout: o.readyTimeout, Grace: o.readyGrace,
 		Synced: func() bool { return informers.Synced() && srv.Ready() }}
-	srv, err = server.New(server.Options{
+	srv, err = httpapi.New(httpapi.Options{
 		Addr: o.addr, Log: log, Version: Version, AllowedOrigins: o.corsOrigins,
 		Readiness: ready, Liveness: health.Liveness{}, Registry: reg,
-		Machines:        &server.EngineMachines{Engine: states, ControllerURL: o.controllerURL, HTTP: httpClient},
+		Machines:        &httpapi.EngineMachines{Engine: states, ControllerURL: o.controllerURL, HTTP: httpClient},
 		Heartbeat:       o.heartbeat,
 		ShutdownTimeout: o.shutdownWithin,
 	})
 	if err != nil {
 		return nil, err
 	}
-	watcher := &server.Watcher{Informers: informers, Server: srv, Interval: o.rebuildInterval}
+	watcher := &httpapi.Watcher{Informers: informers, Server: srv, Interval: o.rebuildInterval}
 	if err := watcher.Register(); err != nil {
 		return nil, err
 	}

@@ -9,8 +9,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/draforge/draforge/cmd/draforge/internal/faults"
-	"github.com/draforge/draforge/cmd/draforge/internal/server"
 	"github.com/draforge/draforge/cmd/draforge/internal/tui"
+	"github.com/draforge/draforge/drivers/httpapi"
 	"github.com/draforge/draforge/drivers/inventory"
 	"github.com/draforge/draforge/drivers/simdevice"
 	"github.com/draforge/draforge/engine"
@@ -57,7 +57,7 @@ func runTUI(ctx context.Context, kf *kubeFlags, allowFaults bool) error {
 	}
 	p := tea.NewProgram(model, tea.WithContext(ctx))
 	var version atomic.Uint64
-	watcher := &server.Watcher{Informers: informers, OnSnapshot: func(s *inventory.Snapshot) {
+	watcher := &httpapi.Watcher{Informers: informers, OnSnapshot: func(s *inventory.Snapshot) {
 		p.Send(tui.SnapshotMsg{Snapshot: s, Version: version.Add(1)})
 	}}
 	if err := watcher.Register(); err != nil {

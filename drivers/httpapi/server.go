@@ -1,8 +1,8 @@
-// Package server is `draforge serve`: a read-only HTTP API, a Server-Sent Events stream and the
+// Package httpapi is `draforge serve`: a read-only HTTP API, a Server-Sent Events stream and the
 // embedded dashboard over inventory Snapshots. The server never talks to the API server per
 // request: snapshots are published to it (by Watch, from informer caches) and everything a
 // route returns is derived from the current snapshot.
-package server
+package httpapi
 
 import (
 	"context"
