@@ -77,8 +77,8 @@ func decodeChecked(t *testing.T, src []byte) []Object {
 // fuzz.yaml:LINE:COL; what the schema accepts, the Go side accepts too (SimulatedNodes
 // expand into valid Nodes, SimulatedDevicePools pass simdevice's decoding and Validate).
 func FuzzScenarioFile(f *testing.F) {
-	addSeeds(f, "../../../../examples/scenarios/*.yaml", "../../../../examples/simulated-nodes.yaml",
-		"../../../../test/scenarios/invalid/*.yaml", "../../../../test/scenarios/sdp/*.yaml")
+	addSeeds(f, "../../examples/scenarios/*.yaml", "../../examples/simulated-nodes.yaml",
+		"../../test/scenarios/invalid/*.yaml", "../../test/scenarios/sdp/*.yaml")
 	f.Fuzz(func(t *testing.T, src []byte) {
 		for _, o := range decodeChecked(t, src) {
 			switch o.Kind.Kind {
@@ -97,7 +97,7 @@ func FuzzScenarioFile(f *testing.F) {
 // would accept: names and the hostname label are DNS labels, labels, annotations and taints
 // valid, allocatable quantities parse.
 func FuzzSimulatedNodes(f *testing.F) {
-	addSeeds(f, "../../../../examples/simulated-nodes.yaml", "../../../../test/scenarios/invalid/nodes-*.yaml")
+	addSeeds(f, "../../examples/simulated-nodes.yaml", "../../test/scenarios/invalid/nodes-*.yaml")
 	f.Add([]byte("apiVersion: draforge.oaslananka/v1alpha1\nkind: SimulatedNodes\nmetadata:\n  name: flags\nspec:\n" +
 		"  prefix: gpu-node\n  count: 3\n  start: 7\n  labels: {gpu: h100}\n  taints: [{key: gpu, value: \"true\", effect: NoSchedule}]\n" +
 		"  allocatable: {cpu: 96, memory: 1Ti, example.com/fpga: 2}\n  leaseRenewInterval: 10s\n  statusReportInterval: 1m30s\n"))
