@@ -10,8 +10,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/util/retry"
 
-	"github.com/draforge/draforge/cmd/draforge/internal/faults"
 	"github.com/draforge/draforge/drivers/gvr"
+	"github.com/draforge/draforge/drivers/poolfaults"
 	"github.com/draforge/draforge/drivers/simdevice"
 )
 
@@ -46,7 +46,7 @@ func patchPoolFaults(ctx context.Context, dyn dynamic.Interface, ns, name string
 		if err != nil {
 			return err
 		}
-		patch, err := faults.MergePatch(u.GetResourceVersion(), fs)
+		patch, err := poolfaults.MergePatch(u.GetResourceVersion(), fs)
 		if err != nil {
 			return err
 		}
@@ -70,7 +70,7 @@ func newInjectFault(kf *kubeFlags) *cobra.Command {
 disappear removes it from its slice, healthy removes the device's fault on that node.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			m, err := faults.ParseMode(mode)
+			m, err := poolfaults.ParseMode(mode)
 			if err != nil {
 				return err
 			}
@@ -78,7 +78,7 @@ disappear removes it from its slice, healthy removes the device's fault on that 
 				return fmt.Errorf("--device is required")
 			}
 			p, err := patchFaults(cmd.Context(), kf, args[0], func(p *simdevice.Pool) ([]simdevice.Fault, error) {
-				return faults.Set(p, faults.DeviceRef(device), node, m)
+				return poolfaults.Set(p, poolfaults.DeviceRef(device), node, m)
 			})
 			if err != nil {
 				return err

@@ -8,10 +8,10 @@ import (
 	tea "charm.land/bubbletea/v2"
 	"github.com/spf13/cobra"
 
-	"github.com/draforge/draforge/cmd/draforge/internal/faults"
 	"github.com/draforge/draforge/cmd/draforge/internal/tui"
 	"github.com/draforge/draforge/drivers/httpapi"
 	"github.com/draforge/draforge/drivers/inventory"
+	"github.com/draforge/draforge/drivers/poolfaults"
 	"github.com/draforge/draforge/drivers/simdevice"
 	"github.com/draforge/draforge/engine"
 )
@@ -50,7 +50,7 @@ func runTUI(ctx context.Context, kf *kubeFlags, allowFaults bool) error {
 	if allowFaults {
 		model.WithFaults(func(ctx context.Context, f tui.FaultTarget) error {
 			_, err := patchPoolFaults(ctx, c.Dynamic, f.Namespace, f.Pool, func(p *simdevice.Pool) ([]simdevice.Fault, error) {
-				return faults.Set(p, faults.DeviceRef(f.Device), f.Node, simdevice.FaultUnhealthy)
+				return poolfaults.Set(p, poolfaults.DeviceRef(f.Device), f.Node, simdevice.FaultUnhealthy)
 			})
 			return err
 		})

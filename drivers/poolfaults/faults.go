@@ -1,6 +1,6 @@
-// Package faults edits spec.faults of a SimulatedDevicePool: pure functions that compute the
+// Package poolfaults edits spec.faults of a SimulatedDevicePool: pure functions that compute the
 // new fault list and the JSON merge patch that writes it with optimistic concurrency.
-package faults
+package poolfaults
 
 import (
 	"encoding/json"
