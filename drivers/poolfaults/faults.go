@@ -1,5 +1,6 @@
 // Package poolfaults edits spec.faults of a SimulatedDevicePool: pure functions that compute the
-// new fault list and the JSON merge patch that writes it with optimistic concurrency.
+// new fault list and the JSON merge patch that writes it with optimistic concurrency, and Patch,
+// which reads, edits and writes a pool with them.
 package poolfaults
 
 import (

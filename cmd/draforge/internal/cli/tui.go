@@ -49,7 +49,7 @@ func runTUI(ctx context.Context, kf *kubeFlags, allowFaults bool) error {
 	model := tui.New()
 	if allowFaults {
 		model.WithFaults(func(ctx context.Context, f tui.FaultTarget) error {
-			_, err := patchPoolFaults(ctx, c.Dynamic, f.Namespace, f.Pool, func(p *simdevice.Pool) ([]simdevice.Fault, error) {
+			_, err := poolfaults.Patch(ctx, c.Dynamic, f.Namespace, f.Pool, func(p *simdevice.Pool) ([]simdevice.Fault, error) {
 				return poolfaults.Set(p, poolfaults.DeviceRef(f.Device), f.Node, simdevice.FaultUnhealthy)
 			})
 			return err
