@@ -20,6 +20,7 @@ import (
 	"github.com/draforge/draforge/drivers/claims"
 	"github.com/draforge/draforge/drivers/featuregates"
 	"github.com/draforge/draforge/drivers/podnamespaces"
+	"github.com/draforge/draforge/drivers/process"
 	"github.com/draforge/draforge/engine"
 	"github.com/draforge/draforge/engine/health"
 	"github.com/draforge/draforge/engine/leader"
@@ -119,13 +120,17 @@ func runController(ctx context.Context, kf *kubeFlags, o *controllerOptions) err
 	}
 	m0 := metrics.New()
 	features := o.gates.Allocator()
-	rt, err := newProcess(kf, processOptions{component: "controller", logLevel: o.logLevel, machinesDir: o.machinesDir,
-		qps: o.qps, burst: o.burst, metrics: m0.Registry, allocatorFeatures: &features,
-		ignoreDeviceTaintRules: !o.gates.DeviceTaintRules(), allocator: o.allocator, podNamespaces: o.podNamespaces})
+	cfg, err := kf.config()
 	if err != nil {
 		return err
 	}
-	log, cfg, kube, dyn, informers, machines := rt.log, rt.cfg, rt.kube, rt.dyn, rt.informers, rt.machines
+	rt, err := process.New(cfg, process.Options{Component: "controller", Version: Version, LogLevel: o.logLevel, MachinesDir: o.machinesDir,
+		QPS: o.qps, Burst: o.burst, Metrics: m0.Registry, AllocatorFeatures: &features,
+		IgnoreDeviceTaintRules: !o.gates.DeviceTaintRules(), Allocator: o.allocator, PodNamespaces: o.podNamespaces})
+	if err != nil {
+		return err
+	}
+	log, kube, dyn, informers, machines := rt.Log, rt.Kube, rt.Dynamic, rt.Informers, rt.Machines
 	m0.InitMachines(machines)
 
 	// Events get their own client (and so their own rate limiter), as in kube-scheduler: one
@@ -140,7 +145,7 @@ func runController(ctx context.Context, kf *kubeFlags, o *controllerOptions) err
 	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "draforge-controller"})
 
 	eng, err := engine.New(engine.Options{
-		Dynamic: dyn, Informers: informers, Registry: rt.registry, Machines: machines,
+		Dynamic: dyn, Informers: informers, Registry: rt.Registry, Machines: machines,
 		Recorder: recorder, Observer: m0, Log: log,
 	})
 	if err != nil {
@@ -167,8 +172,8 @@ func runController(ctx context.Context, kf *kubeFlags, o *controllerOptions) err
 
 	log.Info().Int("machines", len(machines)).Bool("leaderElect", o.leader.Enabled).Str("allocator", string(o.allocator)).Str("podNamespaces", o.podNamespaces.String()).Str("runtimeAddress", o.runtimeAddr).
 		Str("debugAddress", o.debugAddr).Str("featureGates", o.gates.String()).Str("allocatorFeatures", fmt.Sprintf("%+v", features)).Msg("controller starting")
-	plugins = append(append(plugins, informers.Plugin(), eng.Plugin()), rt.drivers.Plugins...)
-	return runPlugins(ctx, log, o.shutdownWithin, elector, plugins...)
+	plugins = append(append(plugins, informers.Plugin(), eng.Plugin()), rt.Drivers.Plugins...)
+	return process.Run(ctx, log, o.shutdownWithin, elector, plugins...)
 }
 
 // defaultDebugAddress keeps the debug endpoints on loopback: they are unauthenticated, the

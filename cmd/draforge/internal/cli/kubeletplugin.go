@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/draforge/draforge/drivers/kubeletplugin"
+	"github.com/draforge/draforge/drivers/process"
 	"github.com/draforge/draforge/drivers/simdevice"
 	"github.com/draforge/draforge/engine"
 	"github.com/draforge/draforge/engine/health"
@@ -112,5 +113,5 @@ func runKubeletPlugin(ctx context.Context, kf *kubeFlags, o *kubeletPluginOption
 			Log: log, Ready: registered.Store, Metrics: m, DriverNames: o.driverNames})
 	})
 	log.Info().Str("node", o.nodeName).Str("address", o.addr).Strs("driverNames", o.driverNames).Msg("kubelet plugin starting")
-	return runPlugins(ctx, log, o.shutdownWithin+time.Second, nil, srv, plugin)
+	return process.Run(ctx, log, o.shutdownWithin+time.Second, nil, srv, plugin)
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/draforge/draforge/drivers/doctor"
 	"github.com/draforge/draforge/drivers/httpapi"
+	"github.com/draforge/draforge/drivers/process"
 	"github.com/draforge/draforge/engine"
 	"github.com/draforge/draforge/engine/health"
 	"github.com/draforge/draforge/engine/metrics"
@@ -89,26 +90,30 @@ func runServe(ctx context.Context, kf *kubeFlags, o *serveOptions) error {
 	if err != nil {
 		return err
 	}
-	s.log.Info().Str("address", o.addr).Int("corsOrigins", len(o.corsOrigins)).Bool("controllerURL", o.controllerURL != "").Msg("serve starting")
+	s.Log.Info().Str("address", o.addr).Int("corsOrigins", len(o.corsOrigins)).Bool("controllerURL", o.controllerURL != "").Msg("serve starting")
 	// One second more than the server's own shutdown, so streams and requests end first.
-	return runPlugins(ctx, s.log, o.shutdownWithin+time.Second, nil, s.plugins...)
+	return process.Run(ctx, s.Log, o.shutdownWithin+time.Second, nil, s.plugins...)
 }
 
 // serveProcess is serve built, not yet running: the HTTP server, the informers, the snapshot
 // watcher and the doctor facts loop. It is read only: no driver, no queue, no allocator;
 // machine states come from the pure derive step over the caches (engine.Reader).
 type serveProcess struct {
-	*process
+	*process.Process
 	plugins []engine.Plugin
 }
 
 func newServeProcess(kf *kubeFlags, o *serveOptions) (*serveProcess, error) {
-	rt, err := newReadOnlyProcess(kf, processOptions{component: "serve", logLevel: o.logLevel, machinesDir: o.machinesDir,
-		qps: o.qps, burst: o.burst})
+	cfg, err := kf.config()
 	if err != nil {
 		return nil, err
 	}
-	log, cfg, kube, informers := rt.log, rt.cfg, rt.kube, rt.informers
+	rt, err := process.NewReadOnly(cfg, process.Options{Component: "serve", Version: Version, LogLevel: o.logLevel, MachinesDir: o.machinesDir,
+		QPS: o.qps, Burst: o.burst})
+	if err != nil {
+		return nil, err
+	}
+	log, kube, informers := rt.Log, rt.Kube, rt.Informers
 	// Discovery and CRD reads of the doctor facts get their own bound.
 	factsCfg := rest.CopyConfig(cfg)
 	factsCfg.Timeout = 10 * time.Second
@@ -127,7 +132,7 @@ func newServeProcess(kf *kubeFlags, o *serveOptions) (*serveProcess, error) {
 		return nil, err
 	}
 
-	states, err := engine.NewReader(informers, rt.machines)
+	states, err := engine.NewReader(informers, rt.Machines)
 	if err != nil {
 		return nil, err
 	}
@@ -163,5 +168,5 @@ func newServeProcess(kf *kubeFlags, o *serveOptions) (*serveProcess, error) {
 			}
 		}
 	})
-	return &serveProcess{process: rt, plugins: []engine.Plugin{srv, informers.Plugin(), watcher, facts}}, nil
+	return &serveProcess{Process: rt, plugins: []engine.Plugin{srv, informers.Plugin(), watcher, facts}}, nil
 }

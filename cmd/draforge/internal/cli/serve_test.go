@@ -10,6 +10,7 @@ import (
 
 	"k8s.io/client-go/util/workqueue"
 
+	"github.com/draforge/draforge/drivers/process"
 	"github.com/draforge/draforge/engine"
 )
 
@@ -82,25 +83,29 @@ current-context: c
 	if got := counter.created(); len(got) != 0 {
 		t.Errorf("serve created work queues %v", got)
 	}
-	if s.registry != nil || s.drivers != nil {
+	if s.Registry != nil || s.Drivers != nil {
 		t.Error("serve registered drivers")
 	}
-	if len(s.machines) == 0 || len(s.plugins) != 4 {
-		t.Errorf("serve: %d machines, %d plugins", len(s.machines), len(s.plugins))
+	if len(s.Machines) == 0 || len(s.plugins) != 4 {
+		t.Errorf("serve: %d machines, %d plugins", len(s.Machines), len(s.plugins))
 	}
 
 	// The controller: its drivers' sweeper and the engine (one queue per machine).
-	rt, err := newProcess(kf, processOptions{component: "controller", logLevel: "error"})
+	cfg, err := kf.config()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := engine.New(engine.Options{Dynamic: rt.dyn, Informers: rt.informers, Registry: rt.registry, Machines: rt.machines}); err != nil {
+	rt, err := process.New(cfg, process.Options{Component: "controller", LogLevel: "error"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := engine.New(engine.Options{Dynamic: rt.Dynamic, Informers: rt.Informers, Registry: rt.Registry, Machines: rt.Machines}); err != nil {
 		t.Fatal(err)
 	}
 	got := counter.created()
 	slices.Sort(got)
 	want := []string{"orphan-slices"} // the pool driver's sweeper
-	for _, m := range rt.machines {
+	for _, m := range rt.Machines {
 		want = append(want, m.Name)
 	}
 	slices.Sort(want)
