@@ -1,4 +1,4 @@
-package cli
+package controller
 
 import (
 	"bytes"
@@ -24,7 +24,7 @@ const secret = "https://10.1.2.3:6443 token=SEKRET dial tcp: connection refused"
 
 // FuzzRuntimeHandlers sends arbitrary methods, paths, headers and bodies to the controller's
 // runtime server (/healthz, /readyz, /metrics) while the API server alternately answers and
-// fails. (The `draforge serve` HTTP API is not on main yet; this covers the controller's.)
+// fails. (serve's API has its own: drivers/httpapi's FuzzAPI.)
 // Invariants: no panic; only the expected status codes; probe answers are JSON with a stable
 // reason; no body ever contains error text, the server URL or a token.
 func FuzzRuntimeHandlers(f *testing.F) {
