@@ -4,22 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 
-	"github.com/draforge/draforge/drivers/doctor"
 	"github.com/draforge/draforge/drivers/httpapi"
-	"github.com/draforge/draforge/drivers/process"
-	"github.com/draforge/draforge/engine"
-	"github.com/draforge/draforge/engine/health"
-	"github.com/draforge/draforge/engine/metrics"
+	"github.com/draforge/draforge/drivers/serve"
 )
 
 type serveOptions struct {
@@ -86,87 +76,17 @@ func runServe(ctx context.Context, kf *kubeFlags, o *serveOptions) error {
 	if err := o.validate(); err != nil {
 		return err
 	}
-	s, err := newServeProcess(kf, o)
+	cfg, err := kf.config()
+	if err != nil {
+		return err
+	}
+	s, err := serve.New(cfg, serve.Options{Version: Version, LogLevel: o.logLevel, MachinesDir: o.machinesDir, QPS: o.qps, Burst: o.burst,
+		Addr: o.addr, AllowedOrigins: o.corsOrigins, ControllerURL: o.controllerURL,
+		ReadyTimeout: o.readyTimeout, ReadyGrace: o.readyGrace, ShutdownWithin: o.shutdownWithin,
+		DoctorInterval: o.doctorInterval, SnapshotInterval: o.rebuildInterval, Heartbeat: o.heartbeat})
 	if err != nil {
 		return err
 	}
 	s.Log.Info().Str("address", o.addr).Int("corsOrigins", len(o.corsOrigins)).Bool("controllerURL", o.controllerURL != "").Msg("serve starting")
-	// One second more than the server's own shutdown, so streams and requests end first.
-	return process.Run(ctx, s.Log, o.shutdownWithin+time.Second, nil, s.plugins...)
-}
-
-// serveProcess is serve built, not yet running: the HTTP server, the informers, the snapshot
-// watcher and the doctor facts loop. It is read only: no driver, no queue, no allocator;
-// machine states come from the pure derive step over the caches (engine.Reader).
-type serveProcess struct {
-	*process.Process
-	plugins []engine.Plugin
-}
-
-func newServeProcess(kf *kubeFlags, o *serveOptions) (*serveProcess, error) {
-	cfg, err := kf.config()
-	if err != nil {
-		return nil, err
-	}
-	rt, err := process.NewReadOnly(cfg, process.Options{Component: "serve", Version: Version, LogLevel: o.logLevel, MachinesDir: o.machinesDir,
-		QPS: o.qps, Burst: o.burst})
-	if err != nil {
-		return nil, err
-	}
-	log, kube, informers := rt.Log, rt.Kube, rt.Informers
-	// Discovery and CRD reads of the doctor facts get their own bound.
-	factsCfg := rest.CopyConfig(cfg)
-	factsCfg.Timeout = 10 * time.Second
-	factsKube, err := kubernetes.NewForConfig(factsCfg)
-	if err != nil {
-		return nil, err
-	}
-	factsDyn, err := dynamic.NewForConfig(factsCfg)
-	if err != nil {
-		return nil, err
-	}
-
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	if _, err := metrics.RegisterRESTClient(reg); err != nil {
-		return nil, err
-	}
-
-	states, err := engine.NewReader(informers, rt.Machines)
-	if err != nil {
-		return nil, err
-	}
-	httpClient := &http.Client{Timeout: 5 * time.Second}
-
-	var srv *httpapi.Server
-	ready := &health.Readiness{Kube: kube, Timeout: o.readyTimeout, Grace: o.readyGrace,
-		Synced: func() bool { return informers.Synced() && srv.Ready() }}
-	srv, err = httpapi.New(httpapi.Options{
-		Addr: o.addr, Log: log, Version: Version, AllowedOrigins: o.corsOrigins,
-		Readiness: ready, Liveness: health.Liveness{}, Registry: reg,
-		Machines:        &httpapi.EngineMachines{Engine: states, ControllerURL: o.controllerURL, HTTP: httpClient},
-		Heartbeat:       o.heartbeat,
-		ShutdownTimeout: o.shutdownWithin,
-	})
-	if err != nil {
-		return nil, err
-	}
-	watcher := &httpapi.Watcher{Informers: informers, Server: srv, Interval: o.rebuildInterval}
-	if err := watcher.Register(); err != nil {
-		return nil, err
-	}
-	facts := engine.PluginFunc(func(ctx context.Context) error {
-		for {
-			gctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-			srv.SetFacts(doctor.Gather(gctx, doctor.GatherOptions{Discovery: factsKube.Discovery(), Dynamic: factsDyn,
-				ControllerURL: o.controllerURL, HTTP: httpClient}))
-			cancel()
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-time.After(o.doctorInterval):
-			}
-		}
-	})
-	return &serveProcess{Process: rt, plugins: []engine.Plugin{srv, informers.Plugin(), watcher, facts}}, nil
+	return s.Run(ctx)
 }

@@ -1,13 +1,12 @@
-package cli
+package serve
 
 import (
-	"os"
-	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/draforge/draforge/drivers/process"
@@ -55,28 +54,18 @@ func (noopMetric) Dec()            {}
 func (noopMetric) Set(float64)     {}
 func (noopMetric) Observe(float64) {}
 
-// TestServeProcessIsReadOnly builds serve exactly as `draforge serve` does (nothing is started,
+// TestServeProcessIsReadOnly builds serve as `draforge serve` does (nothing is started,
 // no API server is needed) and checks that it creates no work queue and registers no driver,
 // while building the controller's engine from the same machines creates one queue per
 // machine (so the count would catch an engine in serve).
 func TestServeProcessIsReadOnly(t *testing.T) {
 	counter := &queueCounter{}
 	workqueue.SetProvider(counter)
-	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := os.WriteFile(kubeconfig, []byte(`apiVersion: v1
-kind: Config
-clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
-users: [{name: u, user: {token: t}}]
-contexts: [{name: c, context: {cluster: c, user: u}}]
-current-context: c
-`), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	kf := &kubeFlags{kubeconfig: kubeconfig}
-	o := &serveOptions{addr: "127.0.0.1:0", logLevel: "error", qps: 20, burst: 40,
-		lifecycle:      lifecycle{readyTimeout: time.Second, readyGrace: time.Second, shutdownWithin: time.Second},
-		doctorInterval: time.Hour, rebuildInterval: time.Second, heartbeat: time.Second}
-	s, err := newServeProcess(kf, o)
+	// A server nothing listens on: nothing is started, so nothing is asked of it.
+	cfg := func() *rest.Config { return &rest.Config{Host: "https://127.0.0.1:1", BearerToken: "t"} }
+	s, err := New(cfg(), Options{Addr: "127.0.0.1:0", LogLevel: "error", QPS: 20, Burst: 40,
+		ReadyTimeout: time.Second, ReadyGrace: time.Second, ShutdownWithin: time.Second,
+		DoctorInterval: time.Hour, SnapshotInterval: time.Second, Heartbeat: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,16 +75,12 @@ current-context: c
 	if s.Registry != nil || s.Drivers != nil {
 		t.Error("serve registered drivers")
 	}
-	if len(s.Machines) == 0 || len(s.plugins) != 4 {
-		t.Errorf("serve: %d machines, %d plugins", len(s.Machines), len(s.plugins))
+	if len(s.Machines) == 0 || len(s.Plugins) != 4 {
+		t.Errorf("serve: %d machines, %d plugins", len(s.Machines), len(s.Plugins))
 	}
 
 	// The controller: its drivers' sweeper and the engine (one queue per machine).
-	cfg, err := kf.config()
-	if err != nil {
-		t.Fatal(err)
-	}
-	rt, err := process.New(cfg, process.Options{Component: "controller", LogLevel: "error"})
+	rt, err := process.New(cfg(), process.Options{Component: "controller", LogLevel: "error"})
 	if err != nil {
 		t.Fatal(err)
 	}
