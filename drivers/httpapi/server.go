@@ -1,7 +1,7 @@
-// Package httpapi is `draforge serve`: a read-only HTTP API, a Server-Sent Events stream and the
-// embedded dashboard over inventory Snapshots. The server never talks to the API server per
-// request: snapshots are published to it (by Watch, from informer caches) and everything a
-// route returns is derived from the current snapshot.
+// Package httpapi is what `draforge serve` (assembled by drivers/serve) serves: a read-only HTTP
+// API, a Server-Sent Events stream and the embedded dashboard over inventory Snapshots. The
+// server never talks to the API server per request: snapshots are published to it (by Watcher,
+// from informer caches) and everything a route returns is derived from the current snapshot.
 package httpapi
 
 import (
