@@ -17,9 +17,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
 
-	"github.com/draforge/draforge/drivers/claims"
 	"github.com/draforge/draforge/drivers/featuregates"
-	"github.com/draforge/draforge/drivers/podnamespaces"
 	"github.com/draforge/draforge/drivers/process"
 	"github.com/draforge/draforge/engine"
 	"github.com/draforge/draforge/engine/health"
@@ -29,16 +27,12 @@ import (
 
 // Options are the controller's settings, its flags parsed and checked by the caller.
 type Options struct {
-	Version, LogLevel string
-	// MachinesDir replaces the embedded machines ("": embedded).
-	MachinesDir string
-	QPS         float32
-	Burst       int
+	// Process are the process's settings; Run sets its Component, Metrics, AllocatorFeatures
+	// and IgnoreDeviceTaintRules (from Gates).
+	Process process.Options
 	// Gates are kube-scheduler's feature gates of the cluster: they decide the allocator's
 	// features and whether DeviceTaintRules are honoured.
-	Gates         featuregates.Gates
-	Allocator     claims.Mode
-	PodNamespaces podnamespaces.Set
+	Gates featuregates.Gates
 	// RuntimeAddr serves /healthz, /readyz and /metrics; DebugAddr ("": none) serves those and
 	// the machine history, plus Go profiles when Profiling is set.
 	RuntimeAddr, DebugAddr string
@@ -53,9 +47,9 @@ type Options struct {
 func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 	m0 := metrics.New()
 	features := o.Gates.Allocator()
-	rt, err := process.New(cfg, process.Options{Component: "controller", Version: o.Version, LogLevel: o.LogLevel, MachinesDir: o.MachinesDir,
-		QPS: o.QPS, Burst: o.Burst, Metrics: m0.Registry, AllocatorFeatures: &features,
-		IgnoreDeviceTaintRules: !o.Gates.DeviceTaintRules(), Allocator: o.Allocator, PodNamespaces: o.PodNamespaces})
+	po := o.Process
+	po.Component, po.Metrics, po.AllocatorFeatures, po.IgnoreDeviceTaintRules = "controller", m0.Registry, &features, !o.Gates.DeviceTaintRules()
+	rt, err := process.New(cfg, po)
 	if err != nil {
 		return err
 	}
@@ -99,7 +93,7 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 		plugins = append(plugins, &health.Server{Addr: o.DebugAddr, Handler: debugHandler(live, ready, m0, eng.DebugHandler(), o.Profiling), ShutdownTimeout: o.ShutdownWithin})
 	}
 
-	log.Info().Int("machines", len(machines)).Bool("leaderElect", o.Leader.Enabled).Str("allocator", string(o.Allocator)).Str("podNamespaces", o.PodNamespaces.String()).Str("runtimeAddress", o.RuntimeAddr).
+	log.Info().Int("machines", len(machines)).Bool("leaderElect", o.Leader.Enabled).Str("allocator", string(po.Allocator)).Str("podNamespaces", po.PodNamespaces.String()).Str("runtimeAddress", o.RuntimeAddr).
 		Str("debugAddress", o.DebugAddr).Str("featureGates", o.Gates.String()).Str("allocatorFeatures", fmt.Sprintf("%+v", features)).Msg("controller starting")
 	plugins = append(append(plugins, informers.Plugin(), eng.Plugin()), rt.Drivers.Plugins...)
 	return process.Run(ctx, log, o.ShutdownWithin, elector, plugins...)

@@ -7,8 +7,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -17,7 +15,6 @@ import (
 	"github.com/draforge/draforge/engine"
 	"github.com/draforge/draforge/engine/health"
 	"github.com/draforge/draforge/engine/logging"
-	"github.com/draforge/draforge/engine/metrics"
 	"github.com/draforge/draforge/engine/unstructuredjson"
 )
 
@@ -51,9 +48,8 @@ func RunProcess(ctx context.Context, cfg *rest.Config, o ProcessOptions) error {
 	if err != nil {
 		return err
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	if _, err := metrics.RegisterRESTClient(reg); err != nil {
+	reg, err := process.NewRegistry()
+	if err != nil {
 		return err
 	}
 	m, err := NewMetrics(reg)

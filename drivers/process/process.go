@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/rs/zerolog"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -24,6 +25,7 @@ import (
 	"github.com/draforge/draforge/engine"
 	"github.com/draforge/draforge/engine/logging"
 	"github.com/draforge/draforge/engine/machine"
+	"github.com/draforge/draforge/engine/metrics"
 	"github.com/draforge/draforge/engine/unstructuredjson"
 	"github.com/draforge/draforge/machines"
 )
@@ -191,4 +193,16 @@ func Run(ctx context.Context, log zerolog.Logger, within time.Duration, elector 
 		log.Warn().Msg("shutdown timeout reached; exiting with work in flight")
 		return nil
 	}
+}
+
+// NewRegistry is a private Prometheus registry with the Go and process collectors and
+// client-go's REST client requests, for the processes without the controller's metrics (serve,
+// the kubelet plugin).
+func NewRegistry() (*prometheus.Registry, error) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if _, err := metrics.RegisterRESTClient(reg); err != nil {
+		return nil, err
+	}
+	return reg, nil
 }

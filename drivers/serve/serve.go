@@ -8,8 +8,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -19,16 +17,13 @@ import (
 	"github.com/draforge/draforge/drivers/process"
 	"github.com/draforge/draforge/engine"
 	"github.com/draforge/draforge/engine/health"
-	"github.com/draforge/draforge/engine/metrics"
 )
 
 // Options are serve's settings, its flags parsed and checked by the caller.
 type Options struct {
-	Version, LogLevel string
-	// MachinesDir replaces the embedded machines ("": embedded), checked as the controller does.
-	MachinesDir string
-	QPS         float32
-	Burst       int
+	// Process are the process's settings (New sets its Component; no driver option applies:
+	// serve registers no driver). Its MachinesDir is checked as the controller checks it.
+	Process process.Options
 	// Addr serves the API, the dashboard, /healthz, /readyz and /metrics.
 	Addr           string
 	AllowedOrigins []string
@@ -54,8 +49,9 @@ type Serve struct {
 
 // New builds serve over cfg (a fresh config: the process sets its rate limits and user agent).
 func New(cfg *rest.Config, o Options) (*Serve, error) {
-	rt, err := process.NewReadOnly(cfg, process.Options{Component: "serve", Version: o.Version, LogLevel: o.LogLevel, MachinesDir: o.MachinesDir,
-		QPS: o.QPS, Burst: o.Burst})
+	po := o.Process
+	po.Component = "serve"
+	rt, err := process.NewReadOnly(cfg, po)
 	if err != nil {
 		return nil, err
 	}
@@ -72,9 +68,8 @@ func New(cfg *rest.Config, o Options) (*Serve, error) {
 		return nil, err
 	}
 
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	if _, err := metrics.RegisterRESTClient(reg); err != nil {
+	reg, err := process.NewRegistry()
+	if err != nil {
 		return nil, err
 	}
 
@@ -88,7 +83,7 @@ func New(cfg *rest.Config, o Options) (*Serve, error) {
 	ready := &health.Readiness{Kube: kube, Timeout: o.ReadyTimeout, Grace: o.ReadyGrace,
 		Synced: func() bool { return informers.Synced() && srv.Ready() }}
 	srv, err = httpapi.New(httpapi.Options{
-		Addr: o.Addr, Log: log, Version: o.Version, AllowedOrigins: o.AllowedOrigins,
+		Addr: o.Addr, Log: log, Version: po.Version, AllowedOrigins: o.AllowedOrigins,
 		Readiness: ready, Liveness: health.Liveness{}, Registry: reg,
 		Machines:        &httpapi.EngineMachines{Engine: states, ControllerURL: o.ControllerURL, HTTP: httpClient},
 		Heartbeat:       o.Heartbeat,

@@ -63,7 +63,7 @@ func TestServeProcessIsReadOnly(t *testing.T) {
 	workqueue.SetProvider(counter)
 	// A server nothing listens on: nothing is started, so nothing is asked of it.
 	cfg := func() *rest.Config { return &rest.Config{Host: "https://127.0.0.1:1", BearerToken: "t"} }
-	s, err := New(cfg(), Options{Addr: "127.0.0.1:0", LogLevel: "error", QPS: 20, Burst: 40,
+	s, err := New(cfg(), Options{Addr: "127.0.0.1:0", Process: process.Options{LogLevel: "error", QPS: 20, Burst: 40},
 		ReadyTimeout: time.Second, ReadyGrace: time.Second, ShutdownWithin: time.Second,
 		DoctorInterval: time.Hour, SnapshotInterval: time.Second, Heartbeat: time.Second})
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/draforge/draforge/drivers/controller"
 	"github.com/draforge/draforge/drivers/featuregates"
 	"github.com/draforge/draforge/drivers/podnamespaces"
+	"github.com/draforge/draforge/drivers/process"
 	"github.com/draforge/draforge/engine/leader"
 	"github.com/draforge/draforge/machines"
 )
@@ -112,9 +113,10 @@ func runController(ctx context.Context, kf *kubeFlags, o *controllerOptions) err
 	if err != nil {
 		return err
 	}
-	return controller.Run(ctx, cfg, controller.Options{Version: Version, LogLevel: o.logLevel, MachinesDir: o.machinesDir,
-		QPS: o.qps, Burst: o.burst, Gates: o.gates, Allocator: o.allocator, PodNamespaces: o.podNamespaces,
-		RuntimeAddr: o.runtimeAddr, DebugAddr: o.debugAddr, Profiling: o.profiling, Leader: o.leader,
+	return controller.Run(ctx, cfg, controller.Options{
+		Process: process.Options{Version: Version, LogLevel: o.logLevel, MachinesDir: o.machinesDir, QPS: o.qps, Burst: o.burst,
+			Allocator: o.allocator, PodNamespaces: o.podNamespaces},
+		Gates: o.gates, RuntimeAddr: o.runtimeAddr, DebugAddr: o.debugAddr, Profiling: o.profiling, Leader: o.leader,
 		ReadyTimeout: o.readyTimeout, ReadyGrace: o.readyGrace, ShutdownWithin: o.shutdownWithin})
 }
 

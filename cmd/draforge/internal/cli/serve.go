@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/draforge/draforge/drivers/httpapi"
+	"github.com/draforge/draforge/drivers/process"
 	"github.com/draforge/draforge/drivers/serve"
 )
 
@@ -80,8 +81,9 @@ func runServe(ctx context.Context, kf *kubeFlags, o *serveOptions) error {
 	if err != nil {
 		return err
 	}
-	s, err := serve.New(cfg, serve.Options{Version: Version, LogLevel: o.logLevel, MachinesDir: o.machinesDir, QPS: o.qps, Burst: o.burst,
-		Addr: o.addr, AllowedOrigins: o.corsOrigins, ControllerURL: o.controllerURL,
+	s, err := serve.New(cfg, serve.Options{
+		Process: process.Options{Version: Version, LogLevel: o.logLevel, MachinesDir: o.machinesDir, QPS: o.qps, Burst: o.burst},
+		Addr:    o.addr, AllowedOrigins: o.corsOrigins, ControllerURL: o.controllerURL,
 		ReadyTimeout: o.readyTimeout, ReadyGrace: o.readyGrace, ShutdownWithin: o.shutdownWithin,
 		DoctorInterval: o.doctorInterval, SnapshotInterval: o.rebuildInterval, Heartbeat: o.heartbeat})
 	if err != nil {
