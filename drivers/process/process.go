@@ -1,6 +1,7 @@
 // Package process builds what the long-running commands (draforge controller and serve) share:
 // the logger, the API clients, one set of informers and the machines checked against the
-// drivers' names; and Run, which runs plugins and bounds their shutdown.
+// drivers' names; Run, which runs plugins and bounds their shutdown; and NewRegistry, the metrics
+// registry of the processes without the controller's (serve, the kubelet plugin).
 package process
 
 import (
@@ -56,7 +57,6 @@ type Options struct {
 // (NewReadOnly). Machines are validated against the drivers' names either way.
 type Process struct {
 	Log       zerolog.Logger
-	Config    *rest.Config
 	Kube      kubernetes.Interface
 	Dynamic   dynamic.Interface
 	Informers *engine.Informers
@@ -127,7 +127,7 @@ func newBase(cfg *rest.Config, o Options) (*Process, error) {
 	informers := engine.NewInformers(dyn)
 	drivers.OptionalResources(informers, log)
 	drivers.ListTyped(informers, kube)
-	return &Process{Log: log, Config: cfg, Kube: kube, Dynamic: dyn, Informers: informers}, nil
+	return &Process{Log: log, Kube: kube, Dynamic: dyn, Informers: informers}, nil
 }
 
 // LoadMachines loads the machines of dir, or the embedded ones when dir is empty. A dir that
