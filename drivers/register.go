@@ -1,5 +1,8 @@
 // Package drivers wires the Go functions that machines call by name (actions, observations,
-// mappers) into an engine.Registry. Each sub-package is one driver.
+// mappers) into an engine.Registry. Each sub-package is one driver, or a part of the product
+// built over them: the read models and what reads them (inventory, explain, doctor,
+// resourcegraph, machinegraph, httpapi), pool faults, the kubelet plugin, scenarios, and the
+// assembly of the controller and serve processes (process, controller, serve).
 package drivers
 
 import (

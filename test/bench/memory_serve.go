@@ -14,7 +14,7 @@ import (
 // serveMemoryLine matches `BenchmarkServeMemory/<kind>-2   1   123 ns/op   5.20 KiB/obj`.
 var serveMemoryLine = regexp.MustCompile(`^BenchmarkServeMemory/(\S+?)(?:-\d+)?\s+\d+\s+.*?([\d.]+) KiB/obj`)
 
-// ServeMemory runs cmd/draforge/internal/server's BenchmarkServeMemory (serve's informers,
+// ServeMemory runs drivers/httpapi's BenchmarkServeMemory (serve's informers,
 // machine reader, watcher and snapshot over the same decoded objects as MeasureMemory) and
 // returns KiB per object by kind.
 func ServeMemory(ctx context.Context, log io.Writer) (map[string]float64, error) {
@@ -23,7 +23,7 @@ func ServeMemory(ctx context.Context, log io.Writer) (map[string]float64, error)
 		return nil, err
 	}
 	var out bytes.Buffer
-	cmd := exec.CommandContext(ctx, "go", "test", "-run", "^$", "-bench", "^BenchmarkServeMemory$", "-benchtime", "1x", "-count=1", "./cmd/draforge/internal/server/")
+	cmd := exec.CommandContext(ctx, "go", "test", "-run", "^$", "-bench", "^BenchmarkServeMemory$", "-benchtime", "1x", "-count=1", "./drivers/httpapi/")
 	cmd.Dir, cmd.Stdout, cmd.Stderr = root, io.MultiWriter(&out, log), log
 	if err := cmd.Run(); err != nil {
 		return nil, fmt.Errorf("go test -bench BenchmarkServeMemory: %w", err)

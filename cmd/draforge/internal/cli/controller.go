@@ -4,26 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
-	"net/http/pprof"
 	"os"
 	"runtime/debug"
 	"strings"
 
 	"github.com/spf13/cobra"
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/client-go/tools/record"
 
 	"github.com/draforge/draforge/drivers/claims"
+	"github.com/draforge/draforge/drivers/controller"
 	"github.com/draforge/draforge/drivers/featuregates"
 	"github.com/draforge/draforge/drivers/podnamespaces"
-	"github.com/draforge/draforge/engine"
-	"github.com/draforge/draforge/engine/health"
+	"github.com/draforge/draforge/drivers/process"
 	"github.com/draforge/draforge/engine/leader"
-	"github.com/draforge/draforge/engine/metrics"
 	"github.com/draforge/draforge/machines"
 )
 
@@ -117,86 +109,18 @@ func runController(ctx context.Context, kf *kubeFlags, o *controllerOptions) err
 	if _, set := os.LookupEnv("GOGC"); !set {
 		debug.SetGCPercent(o.gcPercent)
 	}
-	m0 := metrics.New()
-	features := o.gates.Allocator()
-	rt, err := newProcess(kf, processOptions{component: "controller", logLevel: o.logLevel, machinesDir: o.machinesDir,
-		qps: o.qps, burst: o.burst, metrics: m0.Registry, allocatorFeatures: &features,
-		ignoreDeviceTaintRules: !o.gates.DeviceTaintRules(), allocator: o.allocator, podNamespaces: o.podNamespaces})
+	cfg, err := kf.config()
 	if err != nil {
 		return err
 	}
-	log, cfg, kube, dyn, informers, machines := rt.log, rt.cfg, rt.kube, rt.dyn, rt.informers, rt.machines
-	m0.InitMachines(machines)
-
-	// Events get their own client (and so their own rate limiter), as in kube-scheduler: one
-	// Event per transition must not halve the rate of the writes that do the work.
-	eventClient, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return err
-	}
-	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
-	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: eventClient.CoreV1().Events("")})
-	defer broadcaster.Shutdown()
-	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "draforge-controller"})
-
-	eng, err := engine.New(engine.Options{
-		Dynamic: dyn, Informers: informers, Registry: rt.registry, Machines: machines,
-		Recorder: recorder, Observer: m0, Log: log,
-	})
-	if err != nil {
-		return err
-	}
-
-	var elector engine.Elector
-	live := health.Liveness{Watchdogs: map[string]func(*http.Request) error{}}
-	if o.leader.Enabled {
-		el, err := leader.New(o.leader, kube, m0.Leader)
-		if err != nil {
-			return err
-		}
-		live.Watchdogs["leader_election"] = el.Watchdog()
-		elector = el
-	} else {
-		m0.Leader.Set(1)
-	}
-	ready := &health.Readiness{Kube: kube, Timeout: o.readyTimeout, Grace: o.readyGrace, Synced: informers.Synced}
-	plugins := []engine.Plugin{&health.Server{Addr: o.runtimeAddr, Handler: runtimeHandler(live, ready, m0), ShutdownTimeout: o.shutdownWithin}}
-	if o.debugAddr != "" {
-		plugins = append(plugins, &health.Server{Addr: o.debugAddr, Handler: debugHandler(live, ready, m0, eng.DebugHandler(), o.profiling), ShutdownTimeout: o.shutdownWithin})
-	}
-
-	log.Info().Int("machines", len(machines)).Bool("leaderElect", o.leader.Enabled).Str("allocator", string(o.allocator)).Str("podNamespaces", o.podNamespaces.String()).Str("runtimeAddress", o.runtimeAddr).
-		Str("debugAddress", o.debugAddr).Str("featureGates", o.gates.String()).Str("allocatorFeatures", fmt.Sprintf("%+v", features)).Msg("controller starting")
-	plugins = append(append(plugins, informers.Plugin(), eng.Plugin()), rt.drivers.Plugins...)
-	return runPlugins(ctx, log, o.shutdownWithin, elector, plugins...)
+	return controller.Run(ctx, cfg, controller.Options{
+		Process: process.Options{Version: Version, LogLevel: o.logLevel, MachinesDir: o.machinesDir, QPS: o.qps, Burst: o.burst,
+			Allocator: o.allocator, PodNamespaces: o.podNamespaces},
+		Gates: o.gates, RuntimeAddr: o.runtimeAddr, DebugAddr: o.debugAddr, Profiling: o.profiling, Leader: o.leader,
+		ReadyTimeout: o.readyTimeout, ReadyGrace: o.readyGrace, ShutdownWithin: o.shutdownWithin})
 }
 
 // defaultDebugAddress keeps the debug endpoints on loopback: they are unauthenticated, the
 // machine history names objects of every namespace, and profiles cost CPU. The port is not the
 // runtime port (8082) nor the kubelet plugin's (8083).
 const defaultDebugAddress = "127.0.0.1:8084"
-
-// runtimeHandler is the controller's runtime HTTP surface on every interface, what the kubelet's
-// probes and Prometheus need: /healthz, /readyz and /metrics, nothing else.
-func runtimeHandler(live health.Liveness, ready *health.Readiness, m *metrics.Metrics) *http.ServeMux {
-	mux := http.NewServeMux()
-	mux.Handle("/healthz", live)
-	mux.Handle("/readyz", ready)
-	mux.Handle("/metrics", m.Handler())
-	return mux
-}
-
-// debugHandler is the --debug-address surface: the runtime endpoints (so one --controller-url
-// serves both serve's history and doctor's /readyz check), the read-only state and transition
-// history of one object (for draforge serve --controller-url) and, with --profiling, Go profiles.
-func debugHandler(live health.Liveness, ready *health.Readiness, m *metrics.Metrics, states http.Handler, profiling bool) *http.ServeMux {
-	mux := runtimeHandler(live, ready, m)
-	mux.Handle("GET /debug/machines/{machine}/{namespace}/{name}", states)
-	mux.Handle("GET /debug/machines/{machine}/{name}", states) // cluster-scoped (node)
-	if profiling {
-		mux.HandleFunc("/debug/pprof/", pprof.Index)
-		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	}
-	return mux
-}

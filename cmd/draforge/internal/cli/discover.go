@@ -6,8 +6,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/draforge/draforge/cmd/draforge/internal/inventory"
 	"github.com/draforge/draforge/cmd/draforge/internal/output"
+	"github.com/draforge/draforge/drivers/inventory"
 )
 
 // discoverResult is discover's JSON/YAML document.

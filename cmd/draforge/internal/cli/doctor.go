@@ -7,9 +7,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/draforge/draforge/cmd/draforge/internal/doctor"
-	"github.com/draforge/draforge/cmd/draforge/internal/inventory"
 	"github.com/draforge/draforge/cmd/draforge/internal/output"
+	"github.com/draforge/draforge/drivers/doctor"
+	"github.com/draforge/draforge/drivers/inventory"
 )
 
 func newDoctor(kf *kubeFlags) *cobra.Command {

@@ -6,9 +6,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/draforge/draforge/cmd/draforge/internal/explain"
-	"github.com/draforge/draforge/cmd/draforge/internal/inventory"
 	"github.com/draforge/draforge/cmd/draforge/internal/output"
+	"github.com/draforge/draforge/drivers/explain"
+	"github.com/draforge/draforge/drivers/inventory"
 )
 
 func newExplain(kf *kubeFlags) *cobra.Command {

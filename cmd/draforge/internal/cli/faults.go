@@ -5,18 +5,12 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/util/retry"
 
-	"github.com/draforge/draforge/cmd/draforge/internal/faults"
-	"github.com/draforge/draforge/drivers/gvr"
+	"github.com/draforge/draforge/drivers/poolfaults"
 	"github.com/draforge/draforge/drivers/simdevice"
 )
 
-// patchFaults reads the pool, computes its new faults and writes them with a merge patch
-// guarded by the resourceVersion read, retrying on conflict.
+// patchFaults edits the faults of the pool name in the command's namespace (poolfaults.Patch).
 func patchFaults(ctx context.Context, kf *kubeFlags, name string, edit func(*simdevice.Pool) ([]simdevice.Fault, error)) (*simdevice.Pool, error) {
 	ns, err := kf.resolveNamespace()
 	if err != nil {
@@ -26,38 +20,7 @@ func patchFaults(ctx context.Context, kf *kubeFlags, name string, edit func(*sim
 	if err != nil {
 		return nil, err
 	}
-	return patchPoolFaults(ctx, c.Dynamic, ns, name, edit)
-}
-
-// patchPoolFaults is patchFaults for the pool namespace/name.
-func patchPoolFaults(ctx context.Context, dyn dynamic.Interface, ns, name string, edit func(*simdevice.Pool) ([]simdevice.Fault, error)) (*simdevice.Pool, error) {
-	r := dyn.Resource(gvr.SimulatedDevicePools).Namespace(ns)
-	var out *simdevice.Pool
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		u, err := r.Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		p, err := simdevice.FromUnstructured(u)
-		if err != nil {
-			return err
-		}
-		fs, err := edit(p)
-		if err != nil {
-			return err
-		}
-		patch, err := faults.MergePatch(u.GetResourceVersion(), fs)
-		if err != nil {
-			return err
-		}
-		u, err = r.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "draforge"})
-		if err != nil {
-			return err
-		}
-		out, err = simdevice.FromUnstructured(u)
-		return err
-	})
-	return out, err
+	return poolfaults.Patch(ctx, c.Dynamic, ns, name, edit)
 }
 
 func newInjectFault(kf *kubeFlags) *cobra.Command {
@@ -70,7 +33,7 @@ func newInjectFault(kf *kubeFlags) *cobra.Command {
 disappear removes it from its slice, healthy removes the device's fault on that node.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			m, err := faults.ParseMode(mode)
+			m, err := poolfaults.ParseMode(mode)
 			if err != nil {
 				return err
 			}
@@ -78,7 +41,7 @@ disappear removes it from its slice, healthy removes the device's fault on that 
 				return fmt.Errorf("--device is required")
 			}
 			p, err := patchFaults(cmd.Context(), kf, args[0], func(p *simdevice.Pool) ([]simdevice.Fault, error) {
-				return faults.Set(p, faults.DeviceRef(device), node, m)
+				return poolfaults.Set(p, poolfaults.DeviceRef(device), node, m)
 			})
 			if err != nil {
 				return err

@@ -3,9 +3,9 @@ package cli
 import (
 	"github.com/spf13/cobra"
 
-	"github.com/draforge/draforge/cmd/draforge/internal/graph"
-	"github.com/draforge/draforge/cmd/draforge/internal/inventory"
 	"github.com/draforge/draforge/cmd/draforge/internal/output"
+	"github.com/draforge/draforge/drivers/inventory"
+	"github.com/draforge/draforge/drivers/resourcegraph"
 )
 
 func newGraph(kf *kubeFlags) *cobra.Command {
@@ -33,7 +33,7 @@ nodes, devices, classes) appear only when an object of that namespace leads to t
 			if err != nil {
 				return err
 			}
-			g := graph.Build(s)
+			g := resourcegraph.Build(s)
 			switch f {
 			case output.DOT:
 				return g.DOT(cmd.OutOrStdout())

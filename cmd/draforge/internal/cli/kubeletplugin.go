@@ -2,24 +2,13 @@ package cli
 
 import (
 	"context"
-	"net/http"
 	"os"
-	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
-	"k8s.io/client-go/kubernetes"
 
-	"github.com/draforge/draforge/cmd/draforge/internal/kubeletplugin"
+	"github.com/draforge/draforge/drivers/kubeletplugin"
 	"github.com/draforge/draforge/drivers/simdevice"
-	"github.com/draforge/draforge/engine"
-	"github.com/draforge/draforge/engine/health"
-	"github.com/draforge/draforge/engine/logging"
-	"github.com/draforge/draforge/engine/metrics"
-	"github.com/draforge/draforge/engine/unstructuredjson"
 )
 
 type kubeletPluginOptions struct {
@@ -73,44 +62,12 @@ func runKubeletPlugin(ctx context.Context, kf *kubeFlags, o *kubeletPluginOption
 	if errs := o.lifecycle.validate(); len(errs) > 0 {
 		return errs[0]
 	}
-	log, err := logging.New(os.Stderr, o.logLevel)
-	if err != nil {
-		return err
-	}
 	cfg, err := kf.config()
 	if err != nil {
 		return err
 	}
-	cfg.UserAgent = "draforge-kubelet-plugin/" + Version
-	kube, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return err
-	}
-	dyn, err := unstructuredjson.NewDynamicClient(cfg)
-	if err != nil {
-		return err
-	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	if _, err := metrics.RegisterRESTClient(reg); err != nil {
-		return err
-	}
-	m, err := kubeletplugin.NewMetrics(reg)
-	if err != nil {
-		return err
-	}
-	var registered atomic.Bool
-	ready := &health.Readiness{Kube: kube, Timeout: o.readyTimeout, Grace: o.readyGrace, Synced: registered.Load}
-	mux := http.NewServeMux()
-	mux.Handle("/healthz", health.Liveness{})
-	mux.Handle("/readyz", ready)
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	srv := &health.Server{Addr: o.addr, Handler: mux, ShutdownTimeout: o.shutdownWithin}
-	plugin := engine.PluginFunc(func(ctx context.Context) error {
-		return kubeletplugin.Run(ctx, kubeletplugin.Config{NodeName: o.nodeName, Kube: kube, Dynamic: dyn,
-			PluginsDir: o.pluginsDir, RegistryDir: o.registryDir, CDIDir: o.cdiDir, HealthInterval: o.healthInterval,
-			Log: log, Ready: registered.Store, Metrics: m, DriverNames: o.driverNames})
-	})
-	log.Info().Str("node", o.nodeName).Str("address", o.addr).Strs("driverNames", o.driverNames).Msg("kubelet plugin starting")
-	return runPlugins(ctx, log, o.shutdownWithin+time.Second, nil, srv, plugin)
+	return kubeletplugin.RunProcess(ctx, cfg, kubeletplugin.ProcessOptions{Version: Version, LogLevel: o.logLevel, RuntimeAddr: o.addr,
+		NodeName: o.nodeName, PluginsDir: o.pluginsDir, RegistryDir: o.registryDir, CDIDir: o.cdiDir,
+		HealthInterval: o.healthInterval, DriverNames: o.driverNames,
+		ReadyTimeout: o.readyTimeout, ReadyGrace: o.readyGrace, ShutdownWithin: o.shutdownWithin})
 }

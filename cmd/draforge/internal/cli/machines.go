@@ -7,8 +7,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/draforge/draforge/cmd/draforge/internal/machinegraph"
 	"github.com/draforge/draforge/drivers"
+	"github.com/draforge/draforge/drivers/machinegraph"
+	"github.com/draforge/draforge/drivers/process"
 	"github.com/draforge/draforge/engine/machine"
 	"github.com/draforge/draforge/machines"
 )
@@ -64,7 +65,7 @@ func newMachinesVet() *cobra.Command {
 			}
 			if len(args) == 1 {
 				// What the controller would refuse at startup, vet refuses too.
-				return requireMachines(args[0], ms)
+				return process.RequireMachines(args[0], ms)
 			}
 			return nil
 		},

@@ -7,7 +7,7 @@ import (
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
 
-	"github.com/draforge/draforge/cmd/draforge/internal/scenario"
+	"github.com/draforge/draforge/drivers/scenario"
 	"github.com/draforge/draforge/drivers/simnode"
 )
 

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/draforge/draforge/cmd/draforge/internal/scenario"
+	"github.com/draforge/draforge/drivers/scenario"
 	"github.com/draforge/draforge/drivers/simnode"
 )
 

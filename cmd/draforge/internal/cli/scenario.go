@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/draforge/draforge/cmd/draforge/internal/scenario"
+	"github.com/draforge/draforge/drivers/scenario"
 )
 
 func newScenario(kf *kubeFlags) *cobra.Command {

@@ -4,21 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 
-	"github.com/draforge/draforge/cmd/draforge/internal/doctor"
-	"github.com/draforge/draforge/cmd/draforge/internal/server"
-	"github.com/draforge/draforge/engine"
-	"github.com/draforge/draforge/engine/health"
-	"github.com/draforge/draforge/engine/metrics"
+	"github.com/draforge/draforge/drivers/httpapi"
+	"github.com/draforge/draforge/drivers/process"
+	"github.com/draforge/draforge/drivers/serve"
 )
 
 type serveOptions struct {
@@ -75,7 +67,7 @@ func (o *serveOptions) validate() error {
 	if o.doctorInterval <= 0 || o.rebuildInterval <= 0 || o.heartbeat <= 0 {
 		errs = append(errs, errors.New("--doctor-interval, --snapshot-interval and --stream-heartbeat must be positive"))
 	}
-	if _, err := server.ParseOrigins(o.corsOrigins); err != nil {
+	if _, err := httpapi.ParseOrigins(o.corsOrigins); err != nil {
 		errs = append(errs, fmt.Errorf("--cors-allowed-origins: %w", err))
 	}
 	return errors.Join(errs...)
@@ -85,83 +77,18 @@ func runServe(ctx context.Context, kf *kubeFlags, o *serveOptions) error {
 	if err := o.validate(); err != nil {
 		return err
 	}
-	s, err := newServeProcess(kf, o)
+	cfg, err := kf.config()
 	if err != nil {
 		return err
 	}
-	s.log.Info().Str("address", o.addr).Int("corsOrigins", len(o.corsOrigins)).Bool("controllerURL", o.controllerURL != "").Msg("serve starting")
-	// One second more than the server's own shutdown, so streams and requests end first.
-	return runPlugins(ctx, s.log, o.shutdownWithin+time.Second, nil, s.plugins...)
-}
-
-// serveProcess is serve built, not yet running: the HTTP server, the informers, the snapshot
-// watcher and the doctor facts loop. It is read only: no driver, no queue, no allocator;
-// machine states come from the pure derive step over the caches (engine.Reader).
-type serveProcess struct {
-	*process
-	plugins []engine.Plugin
-}
-
-func newServeProcess(kf *kubeFlags, o *serveOptions) (*serveProcess, error) {
-	rt, err := newReadOnlyProcess(kf, processOptions{component: "serve", logLevel: o.logLevel, machinesDir: o.machinesDir,
-		qps: o.qps, burst: o.burst})
+	s, err := serve.New(cfg, serve.Options{
+		Process: process.Options{Version: Version, LogLevel: o.logLevel, MachinesDir: o.machinesDir, QPS: o.qps, Burst: o.burst},
+		Addr:    o.addr, AllowedOrigins: o.corsOrigins, ControllerURL: o.controllerURL,
+		ReadyTimeout: o.readyTimeout, ReadyGrace: o.readyGrace, ShutdownWithin: o.shutdownWithin,
+		DoctorInterval: o.doctorInterval, SnapshotInterval: o.rebuildInterval, Heartbeat: o.heartbeat})
 	if err != nil {
-		return nil, err
+		return err
 	}
-	log, cfg, kube, informers := rt.log, rt.cfg, rt.kube, rt.informers
-	// Discovery and CRD reads of the doctor facts get their own bound.
-	factsCfg := rest.CopyConfig(cfg)
-	factsCfg.Timeout = 10 * time.Second
-	factsKube, err := kubernetes.NewForConfig(factsCfg)
-	if err != nil {
-		return nil, err
-	}
-	factsDyn, err := dynamic.NewForConfig(factsCfg)
-	if err != nil {
-		return nil, err
-	}
-
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	if _, err := metrics.RegisterRESTClient(reg); err != nil {
-		return nil, err
-	}
-
-	states, err := engine.NewReader(informers, rt.machines)
-	if err != nil {
-		return nil, err
-	}
-	httpClient := &http.Client{Timeout: 5 * time.Second}
-
-	var srv *server.Server
-	ready := &health.Readiness{Kube: kube, Timeout: o.readyTimeout, Grace: o.readyGrace,
-		Synced: func() bool { return informers.Synced() && srv.Ready() }}
-	srv, err = server.New(server.Options{
-		Addr: o.addr, Log: log, Version: Version, AllowedOrigins: o.corsOrigins,
-		Readiness: ready, Liveness: health.Liveness{}, Registry: reg,
-		Machines:        &server.EngineMachines{Engine: states, ControllerURL: o.controllerURL, HTTP: httpClient},
-		Heartbeat:       o.heartbeat,
-		ShutdownTimeout: o.shutdownWithin,
-	})
-	if err != nil {
-		return nil, err
-	}
-	watcher := &server.Watcher{Informers: informers, Server: srv, Interval: o.rebuildInterval}
-	if err := watcher.Register(); err != nil {
-		return nil, err
-	}
-	facts := engine.PluginFunc(func(ctx context.Context) error {
-		for {
-			gctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-			srv.SetFacts(doctor.Gather(gctx, doctor.GatherOptions{Discovery: factsKube.Discovery(), Dynamic: factsDyn,
-				ControllerURL: o.controllerURL, HTTP: httpClient}))
-			cancel()
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-time.After(o.doctorInterval):
-			}
-		}
-	})
-	return &serveProcess{process: rt, plugins: []engine.Plugin{srv, informers.Plugin(), watcher, facts}}, nil
+	s.Log.Info().Str("address", o.addr).Int("corsOrigins", len(o.corsOrigins)).Bool("controllerURL", o.controllerURL != "").Msg("serve starting")
+	return s.Run(ctx)
 }

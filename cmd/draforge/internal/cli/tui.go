@@ -8,10 +8,10 @@ import (
 	tea "charm.land/bubbletea/v2"
 	"github.com/spf13/cobra"
 
-	"github.com/draforge/draforge/cmd/draforge/internal/faults"
-	"github.com/draforge/draforge/cmd/draforge/internal/inventory"
-	"github.com/draforge/draforge/cmd/draforge/internal/server"
 	"github.com/draforge/draforge/cmd/draforge/internal/tui"
+	"github.com/draforge/draforge/drivers/httpapi"
+	"github.com/draforge/draforge/drivers/inventory"
+	"github.com/draforge/draforge/drivers/poolfaults"
 	"github.com/draforge/draforge/drivers/simdevice"
 	"github.com/draforge/draforge/engine"
 )
@@ -49,15 +49,15 @@ func runTUI(ctx context.Context, kf *kubeFlags, allowFaults bool) error {
 	model := tui.New()
 	if allowFaults {
 		model.WithFaults(func(ctx context.Context, f tui.FaultTarget) error {
-			_, err := patchPoolFaults(ctx, c.Dynamic, f.Namespace, f.Pool, func(p *simdevice.Pool) ([]simdevice.Fault, error) {
-				return faults.Set(p, faults.DeviceRef(f.Device), f.Node, simdevice.FaultUnhealthy)
+			_, err := poolfaults.Patch(ctx, c.Dynamic, f.Namespace, f.Pool, func(p *simdevice.Pool) ([]simdevice.Fault, error) {
+				return poolfaults.Set(p, poolfaults.DeviceRef(f.Device), f.Node, simdevice.FaultUnhealthy)
 			})
 			return err
 		})
 	}
 	p := tea.NewProgram(model, tea.WithContext(ctx))
 	var version atomic.Uint64
-	watcher := &server.Watcher{Informers: informers, OnSnapshot: func(s *inventory.Snapshot) {
+	watcher := &httpapi.Watcher{Informers: informers, OnSnapshot: func(s *inventory.Snapshot) {
 		p.Send(tui.SnapshotMsg{Snapshot: s, Version: version.Add(1)})
 	}}
 	if err := watcher.Register(); err != nil {

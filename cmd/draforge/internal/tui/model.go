@@ -12,9 +12,9 @@ import (
 
 	tea "charm.land/bubbletea/v2"
 
-	"github.com/draforge/draforge/cmd/draforge/internal/doctor"
-	"github.com/draforge/draforge/cmd/draforge/internal/explain"
-	"github.com/draforge/draforge/cmd/draforge/internal/inventory"
+	"github.com/draforge/draforge/drivers/doctor"
+	"github.com/draforge/draforge/drivers/explain"
+	"github.com/draforge/draforge/drivers/inventory"
 )
 
 // Tabs, in order.

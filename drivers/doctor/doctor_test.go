@@ -1,0 +1,178 @@
+package doctor
+
+import (
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/draforge/draforge/drivers/gvr"
+	"github.com/draforge/draforge/drivers/inventory"
+	it "github.com/draforge/draforge/drivers/inventory/inventorytest"
+	"github.com/draforge/draforge/drivers/simdevice"
+)
+
+func goodFacts() Facts {
+	return Facts{
+		ResourceAPI:   &APIFacts{Versions: []string{"v1", "v1beta2"}, V1Resources: []string{"deviceclasses", "resourceclaims", "resourceclaims/status", "resourceslices"}},
+		ServerVersion: "v1.37.2",
+		CRD:           &CRDFacts{Name: gvr.SimulatedDevicePoolCRD, Found: true, Established: true, ServedVersions: []string{"v1alpha1"}},
+		Controller:    &ControllerFacts{URL: "http://127.0.0.1:8082", StatusCode: 200, Body: `{"status":"ready"}`},
+	}
+}
+
+func result(t *testing.T, r *Report, id string) Result {
+	t.Helper()
+	for _, res := range r.Results {
+		if res.ID == id {
+			return res
+		}
+	}
+	t.Fatalf("no result %s", id)
+	return Result{}
+}
+
+func TestHealthyClusterPassesEverything(t *testing.T) {
+	r := Run(it.Healthy(), goodFacts())
+	for _, res := range r.Results {
+		if res.Status != Pass {
+			t.Errorf("%s %s: %s %s %v", res.ID, res.Name, res.Status, res.Message, res.Evidence)
+		}
+	}
+	if r.Failed() || r.Summary[Pass] != len(Checks) {
+		t.Errorf("summary %v", r.Summary)
+	}
+}
+
+func TestEachCheckFails(t *testing.T) {
+	cases := []struct {
+		id     string
+		want   Status
+		facts  func(*Facts)
+		breakS func(*inventory.Snapshot)
+	}{
+		{id: IDResourceAPI, want: Fail, facts: func(f *Facts) { f.ResourceAPI.Versions = []string{"v1beta1"}; f.ResourceAPI.V1Resources = nil }},
+		{id: IDServerVersion, want: Fail, facts: func(f *Facts) { f.ServerVersion = "v1.33.4" }},
+		{id: IDCRD, want: Fail, facts: func(f *Facts) { f.CRD = &CRDFacts{Name: gvr.SimulatedDevicePoolCRD} }},
+		{id: IDCRD, want: Fail, facts: func(f *Facts) { f.CRD.Established = false; f.CRD.EstablishedMessage = "NamesAccepted=False" }},
+		{id: IDController, want: Fail, facts: func(f *Facts) { f.Controller.StatusCode = 503 }},
+		{id: IDController, want: Skip, facts: func(f *Facts) { f.Controller = nil }},
+		{id: IDClassCEL, want: Fail, breakS: func(s *inventory.Snapshot) {
+			s.Classes[0].Spec.Selectors[0].CEL.Expression = `device.driver ==`
+		}},
+		{id: IDPoolConsistency, want: Fail, breakS: func(s *inventory.Snapshot) {
+			s.Slices[0].Spec.Pool.ResourceSliceCount = 2 // claims 2 slices, 1 exists
+		}},
+		{id: IDPoolConsistency, want: Warn, breakS: func(s *inventory.Snapshot) {
+			old := s.Slices[0].DeepCopy()
+			old.Name += "-old"
+			s.Slices[0].Spec.Pool.Generation = 2
+			s.Slices = append(s.Slices, old)
+		}},
+		{id: IDDuplicateDevices, want: Fail, breakS: func(s *inventory.Snapshot) {
+			s.Slices[0].Spec.Devices[1].Name = s.Slices[0].Spec.Devices[0].Name
+		}},
+		{id: IDOrphanedClaims, want: Warn, breakS: func(s *inventory.Snapshot) {
+			s.Claims[0].Status.ReservedFor = nil
+			s.Pods = nil
+			for _, sl := range s.Slices { // devices of a real driver, not simulated ones
+				delete(sl.Labels, simdevice.LabelSDPUID)
+			}
+		}},
+		{id: IDSliceNodes, want: Fail, breakS: func(s *inventory.Snapshot) { s.Nodes = s.Nodes[:1] }},
+		{id: IDPodClaimRefs, want: Warn, breakS: func(s *inventory.Snapshot) { s.Claims = s.Claims[1:] }},
+	}
+	for _, c := range cases {
+		t.Run(c.id+"-"+string(c.want), func(t *testing.T) {
+			s, f := it.Healthy(), goodFacts()
+			if c.facts != nil {
+				c.facts(&f)
+			}
+			if c.breakS != nil {
+				c.breakS(s)
+			}
+			r := Run(s, f)
+			res := result(t, r, c.id)
+			if res.Status != c.want {
+				t.Fatalf("%s = %s (%s %v), want %s", c.id, res.Status, res.Message, res.Evidence, c.want)
+			}
+			if c.want == Fail && (res.Remediation == "" || !r.Failed()) {
+				t.Errorf("a FAIL needs a remediation and fails the report: %+v", res)
+			}
+			for _, other := range r.Results {
+				if other.ID != c.id && other.Status != Pass && !(c.id == IDController && other.ID == IDController) {
+					// Breaking one thing may legitimately affect related checks; only log.
+					t.Logf("also %s %s: %s", other.ID, other.Status, other.Message)
+				}
+			}
+		})
+	}
+}
+
+func TestOrphanCheckIgnoresPodsThatUseTheClaim(t *testing.T) {
+	s := it.Healthy()
+	// Allocated, not reserved, but an unscheduled pod references it: not an orphan (the
+	// scheduler reserves it when it schedules the pod).
+	s.Claims[0].Status.ReservedFor = nil
+	s.Pods[0].Spec.NodeName = ""
+	if res := result(t, Run(s, goodFacts()), IDOrphanedClaims); res.Status != Pass {
+		t.Fatalf("got %s: %v", res.Status, res.Evidence)
+	}
+	// The owner pod of a template-generated claim counts too, whatever the claim's name.
+	s.Pods[0].Spec.ResourceClaims = nil
+	s.Claims[0].OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: "worker", UID: s.Pods[0].UID, Controller: ptrTrue()}}
+	if res := result(t, Run(s, goodFacts()), IDOrphanedClaims); res.Status != Pass {
+		t.Fatalf("owner pod: got %s: %v", res.Status, res.Evidence)
+	}
+}
+
+// TestOrphanCheckAcceptsStandaloneSimulatedClaims: the simulator exists to allocate claims no
+// pod consumes; on simulated devices that is not an orphan.
+func TestOrphanCheckAcceptsStandaloneSimulatedClaims(t *testing.T) {
+	s := it.Healthy()
+	s.Claims[0].Status.ReservedFor = nil
+	s.Pods = nil
+	res := result(t, Run(s, goodFacts()), IDOrphanedClaims)
+	if res.Status != Pass || !strings.Contains(res.Message, "1 standalone claims allocated on simulated devices") {
+		t.Fatalf("got %s: %s", res.Status, res.Message)
+	}
+}
+
+func TestMissingSnapshotSkipsDataChecks(t *testing.T) {
+	r := Run(nil, Facts{SnapshotError: "forbidden", ResourceAPI: &APIFacts{}})
+	if res := result(t, r, IDPoolConsistency); res.Status != Skip {
+		t.Fatalf("got %s", res.Status)
+	}
+	if res := result(t, r, IDResourceAPI); res.Status != Fail {
+		t.Fatalf("no v1: got %s", res.Status)
+	}
+}
+
+func ptrTrue() *bool { b := true; return &b }
+
+// TestPodClaimRefsIgnoresTerminalPods: a pod that Succeeded or Failed, whose generated claim
+// kube-controller-manager deleted as designed, raises no DRA010; the same missing claim of a
+// Running (or phase-less, i.e. pending) pod still warns.
+func TestPodClaimRefsIgnoresTerminalPods(t *testing.T) {
+	for _, c := range []struct {
+		phase corev1.PodPhase
+		want  Status
+	}{
+		{corev1.PodSucceeded, Pass}, {corev1.PodFailed, Pass}, {corev1.PodRunning, Warn}, {"", Warn},
+	} {
+		s := it.Healthy()
+		p := s.Pods[0]
+		p.Spec.ResourceClaims = append(p.Spec.ResourceClaims, corev1.PodResourceClaim{Name: "gen", ResourceClaimTemplateName: ptr.To("tpl")})
+		p.Status.ResourceClaimStatuses = append(p.Status.ResourceClaimStatuses, corev1.PodResourceClaimStatus{Name: "gen", ResourceClaimName: ptr.To(p.Name + "-gen-x7k2")})
+		p.Status.Phase = c.phase
+		res := result(t, Run(s, goodFacts()), IDPodClaimRefs)
+		if res.Status != c.want {
+			t.Errorf("phase %q: %s %s %v, want %s", c.phase, res.Status, res.Message, res.Evidence, c.want)
+		}
+		if c.want == Warn && (len(res.Evidence) != 1 || !strings.Contains(res.Evidence[0], "generated claim "+p.Name+"-gen-x7k2")) {
+			t.Errorf("phase %q: evidence %v", c.phase, res.Evidence)
+		}
+	}
+}

@@ -1,0 +1,157 @@
+package explain
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	"github.com/draforge/draforge/drivers/inventory"
+	it "github.com/draforge/draforge/drivers/inventory/inventorytest"
+)
+
+func renderPod(t *testing.T, s *inventory.Snapshot, ns, name string) (*PodResult, string) {
+	t.Helper()
+	r, err := ExplainPod(t.Context(), s, ns, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := RenderPod(&b, r, RenderOptions{Devices: true}); err != nil {
+		t.Fatal(err)
+	}
+	return r, b.String()
+}
+
+// templatePod is a pod using template tmpl through its entry "gpu", with the generated claim
+// recorded in its status when generated != "".
+func templatePod(ns, name, tmpl, generated string) *corev1.Pod {
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID("uid-pod-" + name)},
+		Spec: corev1.PodSpec{ResourceClaims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptr.To(tmpl)}}}}
+	if generated != "" {
+		p.Status.ResourceClaimStatuses = []corev1.PodResourceClaimStatus{{Name: "gpu", ResourceClaimName: ptr.To(generated)}}
+	}
+	return p
+}
+
+func unschedulable(p *corev1.Pod, msg string) {
+	p.Status.Phase = corev1.PodPending
+	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "Unschedulable", Message: msg}}
+}
+
+// A pending pod whose generated claim cannot be allocated (every GPU taken) shows the claim's
+// per-request, per-node explanation and the scheduler's own message.
+func TestPodPendingOnClaimAndScheduler(t *testing.T) {
+	s := it.Healthy()
+	// Take the three free GPUs.
+	for i, at := range [][2]string{{"node-a", "gpu-1"}, {"node-b", "gpu-0"}, {"node-b", "gpu-1"}} {
+		c := it.Claim("demo", "taken-"+string(rune('a'+i)), "gpu")
+		it.Allocate(c, "demo", "gpus", at[0], at[1])
+		s.Claims = append(s.Claims, c)
+	}
+	gen := it.Claim("demo", "trainer-gpu-x7k2p", "gpu")
+	gen.Annotations = map[string]string{podClaimNameAnnotation: "gpu"}
+	s.Claims = append(s.Claims, gen)
+	pod := templatePod("demo", "trainer", "one-gpu", "trainer-gpu-x7k2p")
+	unschedulable(pod, "0/2 nodes are available: 1 Insufficient cpu, 2 cannot allocate all claims. preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod.")
+	s.Pods = append(s.Pods, pod)
+	s.Sort()
+	r, out := renderPod(t, s, "demo", "trainer")
+	if len(r.Claims) != 1 || r.Claims[0].Claim != "trainer-gpu-x7k2p" || r.Claims[0].Explanation == nil {
+		t.Fatalf("claims %+v", r.Claims)
+	}
+	if r.Claims[0].Explanation.Explanation.Allocatable {
+		t.Errorf("claim should not be allocatable: %+v", r.Claims[0].Explanation.Explanation)
+	}
+	for _, want := range []string{
+		"Scheduler: Unschedulable: 0/2 nodes are available: 1 Insufficient cpu",
+		"claim trainer-gpu-x7k2p pending:",
+		"Claim gpu (template one-gpu → trainer-gpu-x7k2p):",
+		"AlreadyAllocated: allocated to claim demo/taken-a",
+		"node-b       does not fit",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	golden(t, "pod-pending.txt", out)
+}
+
+// A template entry without a generated claim says so instead of explaining nothing.
+func TestPodTemplateClaimNotGenerated(t *testing.T) {
+	s := it.Healthy()
+	s.Pods = append(s.Pods, templatePod("demo", "early", "one-gpu", ""))
+	s.Sort()
+	r, out := renderPod(t, s, "demo", "early")
+	if r.Claims[0].Claim != "" || !strings.Contains(r.Claims[0].Problem, `template "one-gpu"`) {
+		t.Fatalf("claims %+v", r.Claims)
+	}
+	if !strings.HasPrefix(r.Summary, "pending: claim gpu: no ResourceClaim has been generated") {
+		t.Errorf("summary %q", r.Summary)
+	}
+	golden(t, "pod-not-generated.txt", out)
+}
+
+// A generated claim seen before the pod's status names it is found by its owner and
+// annotation.
+func TestPodTemplateClaimByOwner(t *testing.T) {
+	s := it.Healthy()
+	pod := templatePod("demo", "quick", "one-gpu", "")
+	gen := it.Claim("demo", "quick-gpu-abcde", "gpu")
+	gen.Annotations = map[string]string{podClaimNameAnnotation: "gpu"}
+	gen.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: "quick", UID: pod.UID, Controller: ptr.To(true)}}
+	other := it.Claim("demo", "not-mine", "gpu")
+	other.Annotations = map[string]string{podClaimNameAnnotation: "gpu"}
+	s.Claims = append(s.Claims, other, gen)
+	s.Pods = append(s.Pods, pod)
+	s.Sort()
+	r, _ := renderPod(t, s, "demo", "quick")
+	if r.Claims[0].Claim != "quick-gpu-abcde" {
+		t.Fatalf("claims %+v", r.Claims)
+	}
+}
+
+// A running pod says which devices it holds, with pool and node, and whether its claims are
+// reserved for it.
+func TestPodRunningHoldsDevices(t *testing.T) {
+	s := it.Healthy()
+	pod := s.Pods[0]
+	pod.Status.Phase = corev1.PodRunning
+	pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionTrue}}
+	r, out := renderPod(t, s, "demo", "worker")
+	if r.Scheduler != nil || len(r.Devices) != 1 || r.Devices[0].Node != "node-a" || !r.Claims[0].ReservedForPod {
+		t.Fatalf("result %+v", r)
+	}
+	want := "running on node node-a; holds used:gpu=sim.draforge.oaslananka/demo/gpus/node-a/gpu-0"
+	if r.Summary != want {
+		t.Errorf("summary %q, want %q", r.Summary, want)
+	}
+	golden(t, "pod-running.txt", out)
+
+	// The same pod bound but its claim reserved for someone else.
+	s.Claims[0].Status.ReservedFor = []resourcev1.ResourceClaimConsumerReference{{Resource: "pods", Name: "other", UID: "uid-other"}}
+	r, out = renderPod(t, s, "demo", "worker")
+	if r.Claims[0].ReservedForPod || !strings.Contains(r.Summary, "not reserved for the pod: used") || !strings.Contains(out, "(not reserved for this pod)") {
+		t.Errorf("unreserved claim not reported: %s\n%s", r.Summary, out)
+	}
+}
+
+// A pod naming a claim that does not exist, and a pod that is not there.
+func TestPodMissingClaimAndPod(t *testing.T) {
+	s := it.Healthy()
+	s.Pods = append(s.Pods, it.Pod("demo", "orphan", "gone", ""))
+	s.Sort()
+	r, _ := renderPod(t, s, "demo", "orphan")
+	if r.Claims[0].Problem != "ResourceClaim demo/gone does not exist" {
+		t.Errorf("problem %q", r.Claims[0].Problem)
+	}
+	_, err := ExplainPod(t.Context(), s, "demo", "nope")
+	if !IsPodNotFound(err) || IsNotFound(err) || err.Error() != `Pod "nope" not found in namespace "demo"` {
+		t.Errorf("got %v", err)
+	}
+}
