@@ -87,7 +87,8 @@ func register(reg *engine.Registry, d Deps) (*Set, error) {
 	for _, p := range Pruned() {
 		reg.Pruned(p)
 	}
-	c, err := claims.Register(reg, d.Informers, d.Kube, d.Metrics, allocator.Options{Features: d.AllocatorFeatures, IgnoreDeviceTaintRules: d.IgnoreDeviceTaintRules}, d.Allocator)
+	c, err := claims.Register(reg, d.Informers, d.Kube, d.Metrics, allocator.Options{Features: d.AllocatorFeatures,
+		IgnoreDeviceTaintRules: d.IgnoreDeviceTaintRules, Objects: clusterview.NewObjects(d.Informers)}, d.Allocator)
 	if err != nil {
 		return nil, err
 	}

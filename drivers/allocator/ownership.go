@@ -46,9 +46,8 @@ type Published func(sliceLabels map[string]string) bool
 // evaluation per device of other drivers plus as many published devices as it takes to find
 // one that matches: on a cluster of simulated devices only, usually one.
 func (a *Allocator) Ownership(ctx context.Context, claim *resourcev1.ResourceClaim, published Published) Ownership {
-	a.mu.RLock()
 	var ours, theirs []*compactslice.Slice
-	for _, sl := range a.slices {
+	for _, sl := range a.objects.Slices() {
 		if published(sl.Labels) {
 			ours = append(ours, sl)
 		} else {
@@ -57,12 +56,13 @@ func (a *Allocator) Ownership(ctx context.Context, claim *resourcev1.ResourceCla
 	}
 	views := requestViews(claim)
 	classes := make(map[string]*resourcev1.DeviceClass, len(views)) // only the classes named
-	for _, v := range views {
-		if c, ok := a.classes[v.className]; ok {
-			classes[v.className] = c
+	for _, c := range a.objects.Classes() {
+		for _, v := range views {
+			if c.Name == v.className {
+				classes[c.Name] = c
+			}
 		}
 	}
-	a.mu.RUnlock()
 	// The first foreign device by slice name is the one a reason names.
 	sort.Slice(theirs, func(i, j int) bool { return theirs[i].Name < theirs[j].Name })
 
@@ -144,11 +144,9 @@ func (a *Allocator) AllPublished(alloc *resourcev1.AllocationResult, published P
 	if alloc == nil {
 		return false
 	}
-	a.mu.RLock()
-	defer a.mu.RUnlock()
 	// A pool is DRAForge's when it has published slices and no slice of anyone else.
 	ours, theirs := map[poolID]bool{}, map[poolID]bool{}
-	for _, sl := range a.slices {
+	for _, sl := range a.objects.Slices() {
 		id := poolID{sl.Driver(), sl.Pool().Name}
 		if published(sl.Labels) {
 			ours[id] = true

@@ -42,6 +42,9 @@ type Options struct {
 	// IgnoreDeviceTaintRules leaves DeviceTaintRules out, as kube-scheduler does with the
 	// DRADeviceTaintRules gate off (featuregates.Gates.DeviceTaintRules).
 	IgnoreDeviceTaintRules bool
+	// Objects are the slices, classes, nodes and DeviceTaintRules the allocator reads; nil
+	// gives it a Store of its own (Allocator.Store) for the caller to fill.
+	Objects Objects
 }
 
 // Allocator holds the observed cluster state relevant to DRA and allocates claims against it.
@@ -56,14 +59,15 @@ type Allocator struct {
 	// never pick the same device. It is always taken before mu.
 	allocMu sync.Mutex
 
+	// objects are the cluster's slices, classes, nodes and DeviceTaintRules, read, never copied.
+	objects Objects
+	// Store is the allocator's own Objects when Options.Objects is nil (nil otherwise): the
+	// caller fills it (UpsertSlice, ...).
+	*Store
+
 	mu       sync.RWMutex
-	slices   map[string]*compactslice.Slice     // by name, the informer's own objects
-	classes  map[string]*resourcev1.DeviceClass // by name
-	claims   map[string]observedClaim           // by namespace/name
-	nodes    map[string]*corev1.Node            // by name
+	claims   map[string]observedClaim // by namespace/name
 	inFlight map[types.UID]reservation
-	// taintRules are the DeviceTaintRules by name, applied to slices in snapshots.
-	taintRules map[string]*resourcev1.DeviceTaintRule
 }
 
 // reservation is an allocation that was (or is about to be) written but is not yet observed.
@@ -82,17 +86,19 @@ func New(opts Options) *Allocator {
 	if size <= 0 {
 		size = DefaultCELCacheSize
 	}
-	return &Allocator{
+	a := &Allocator{
 		features:          features,
 		taintRulesEnabled: !opts.IgnoreDeviceTaintRules,
 		celCache:          cel.NewCache(size, featuregates.CEL(features)),
-		taintRules:        map[string]*resourcev1.DeviceTaintRule{},
-		slices:            map[string]*compactslice.Slice{},
-		classes:           map[string]*resourcev1.DeviceClass{},
+		objects:           opts.Objects,
 		claims:            map[string]observedClaim{},
-		nodes:             map[string]*corev1.Node{},
 		inFlight:          map[types.UID]reservation{},
 	}
+	if a.objects == nil {
+		a.Store = NewStore()
+		a.objects = a.Store
+	}
+	return a
 }
 
 // observedClaim is what the store reads back of an observed claim: identity and the devices it
@@ -128,48 +134,6 @@ func heldDevices(alloc *resourcev1.AllocationResult) []heldDevice {
 
 func claimKey(claim *resourcev1.ResourceClaim) string {
 	return claim.Namespace + "/" + claim.Name
-}
-
-// UpsertSlice records an added or updated ResourceSlice.
-func (a *Allocator) UpsertSlice(slice *compactslice.Slice) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.slices[slice.Name] = slice
-}
-
-// DeleteSlice forgets a ResourceSlice.
-func (a *Allocator) DeleteSlice(slice *compactslice.Slice) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	delete(a.slices, slice.Name)
-}
-
-// UpsertClass records an added or updated DeviceClass.
-func (a *Allocator) UpsertClass(class *resourcev1.DeviceClass) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.classes[class.Name] = class
-}
-
-// DeleteClass forgets a DeviceClass.
-func (a *Allocator) DeleteClass(class *resourcev1.DeviceClass) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	delete(a.classes, class.Name)
-}
-
-// UpsertNode records an added or updated Node. Only observed nodes are allocation targets.
-func (a *Allocator) UpsertNode(node *corev1.Node) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.nodes[node.Name] = node
-}
-
-// DeleteNode forgets a Node.
-func (a *Allocator) DeleteNode(node *corev1.Node) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	delete(a.nodes, node.Name)
 }
 
 // UpsertClaim records an added or updated ResourceClaim. An in-flight reservation for the claim
@@ -340,7 +304,7 @@ type snapshot struct {
 func (a *Allocator) snapshotLocked(except types.UID) *snapshot {
 	s := &snapshot{
 		expanded:   map[*compactslice.Slice]*resourcev1.ResourceSlice{},
-		classes:    make(map[string]*resourcev1.DeviceClass, len(a.classes)),
+		classes:    map[string]*resourcev1.DeviceClass{},
 		owners:     a.ownersLocked(except),
 		consumed:   map[structured.DeviceID]map[resourcev1.QualifiedName]resource.Quantity{},
 		taintRules: a.taintRulesLocked(),
@@ -350,17 +314,11 @@ func (a *Allocator) snapshotLocked(except types.UID) *snapshot {
 			AggregatedCapacity:       structured.NewConsumedCapacityCollection(),
 		},
 	}
-	for _, sl := range a.slices {
-		s.slices = append(s.slices, sl)
+	s.slices = sortedByName(a.objects.Slices(), func(sl *compactslice.Slice) string { return sl.Name })
+	for _, c := range a.objects.Classes() {
+		s.classes[c.Name] = c
 	}
-	sort.Slice(s.slices, func(i, j int) bool { return s.slices[i].Name < s.slices[j].Name })
-	for name, c := range a.classes {
-		s.classes[name] = c
-	}
-	for _, n := range a.nodes {
-		s.nodes = append(s.nodes, n)
-	}
-	sort.Slice(s.nodes, func(i, j int) bool { return s.nodes[i].Name < s.nodes[j].Name })
+	s.nodes = sortedByName(a.objects.Nodes(), func(n *corev1.Node) string { return n.Name })
 
 	// Same accounting as the scheduler's DRA plugin: admin access does not take a device,
 	// shared allocations are tracked by share ID and consumed capacity.
@@ -530,3 +488,10 @@ func (s *snapshot) Get(name string) (*resourcev1.DeviceClass, error) {
 }
 
 var _ structured.DeviceClassLister = (*snapshot)(nil)
+
+// sortedByName sorts objs by name in place (the views list in any order; snapshots, and so
+// explain, need a fixed one) and returns them.
+func sortedByName[T any](objs []T, name func(T) string) []T {
+	sort.Slice(objs, func(i, j int) bool { return name(objs[i]) < name(objs[j]) })
+	return objs
+}

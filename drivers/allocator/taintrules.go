@@ -1,8 +1,6 @@
 package allocator
 
 import (
-	"sort"
-
 	resourcev1 "k8s.io/api/resource/v1"
 )
 
@@ -14,20 +12,6 @@ import (
 // rule's taint to the device's taints (tracker.go applyPatches). The allocator then treats
 // them like taints published by the driver. applyTaintRules mirrors applyPatches.
 
-// UpsertTaintRule records an added or updated DeviceTaintRule.
-func (a *Allocator) UpsertTaintRule(rule *resourcev1.DeviceTaintRule) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.taintRules[rule.Name] = rule
-}
-
-// DeleteTaintRule forgets a DeviceTaintRule.
-func (a *Allocator) DeleteTaintRule(rule *resourcev1.DeviceTaintRule) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	delete(a.taintRules, rule.Name)
-}
-
 // taintRulesLocked returns the rules that take effect, sorted by name (the order in which
 // their taints are appended does not change allocation; a fixed one keeps explain stable).
 // None do when the allocator ignores device taints or the DRADeviceTaintRules gate is off, as
@@ -36,12 +20,7 @@ func (a *Allocator) taintRulesLocked() []*resourcev1.DeviceTaintRule {
 	if !a.features.DeviceTaints || !a.taintRulesEnabled {
 		return nil
 	}
-	out := make([]*resourcev1.DeviceTaintRule, 0, len(a.taintRules))
-	for _, r := range a.taintRules {
-		out = append(out, r)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out
+	return sortedByName(a.objects.TaintRules(), func(r *resourcev1.DeviceTaintRule) string { return r.Name })
 }
 
 // ruleSelects reports whether rule selects the device name of slice, exactly as

@@ -40,9 +40,10 @@ type Driver struct {
 	PodNamespaces podnamespaces.Set
 }
 
-// Register feeds the allocator from inf and registers the driver's functions in reg. opts
-// configure the allocator (zero: kube-scheduler's 1.37 defaults); mode says who allocates
-// standalone claims ("" is the default, kube-scheduler).
+// Register feeds the allocator's claims from inf and registers the driver's functions in reg.
+// opts configure the allocator (zero: kube-scheduler's 1.37 defaults; opts.Objects is what it
+// reads of slices, classes, nodes and DeviceTaintRules, the cluster view in the controller);
+// mode says who allocates standalone claims ("" is the default, kube-scheduler).
 func Register(reg *engine.Registry, inf *engine.Informers, kube kubernetes.Interface, metrics prometheus.Registerer, opts allocator.Options, mode Mode) (*Driver, error) {
 	if mode == "" {
 		mode = KubeScheduler
@@ -62,11 +63,9 @@ func Register(reg *engine.Registry, inf *engine.Informers, kube kubernetes.Inter
 		}
 	}
 	a := d.Allocator
-	engine.Feed(inf, gvr.ResourceSlices, a.UpsertSlice, a.DeleteSlice)
-	engine.Feed(inf, gvr.DeviceClasses, a.UpsertClass, a.DeleteClass)
-	engine.Feed(inf, gvr.DeviceTaintRules, a.UpsertTaintRule, a.DeleteTaintRule)
+	// Slices, classes, nodes and DeviceTaintRules are read from the cluster view
+	// (opts.Objects); claims feed the allocator's record of held devices and writes in flight.
 	engine.Feed(inf, gvr.ResourceClaims, a.UpsertClaim, a.DeleteClaim)
-	engine.Feed(inf, gvr.Nodes, a.UpsertNode, a.DeleteNode)
 	engine.Feed(inf, gvr.Pods, d.Pods.UpsertCompact, d.Pods.DeleteCompact)
 	reg.Observation("claimNeedsSimulatedAllocation", d.needsSimulatedAllocation)
 	reg.Action("allocateClaim", d.allocate)
