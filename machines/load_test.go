@@ -21,6 +21,7 @@ import (
 	"github.com/draforge/draforge/engine"
 	"github.com/draforge/draforge/engine/machine"
 	"github.com/draforge/draforge/machines"
+	"github.com/draforge/draforge/machines/machinestest"
 )
 
 // known are the names the real drivers register, as the controller and machines vet load with.
@@ -130,17 +131,7 @@ func TestDefaultNeedsKnownNames(t *testing.T) {
 // builtin is the built-in machine of that name, loaded with the real drivers' names.
 func builtin(t *testing.T, name string) *machine.Machine {
 	t.Helper()
-	ms, err := machines.Load(known(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, m := range ms {
-		if m.Name == name {
-			return m
-		}
-	}
-	t.Fatalf("no built-in machine %q", name)
-	return nil
+	return machinestest.Machine(t, known(t), name)
 }
 
 // TestMutations breaks the real pool machine one way at a time.
