@@ -88,13 +88,10 @@ func TestTypedCachesShareObjects(t *testing.T) {
 	var pods []*corev1.Pod
 	for deadline := time.Now().Add(5 * time.Second); len(pods) == 0 && time.Now().Before(deadline); {
 		time.Sleep(10 * time.Millisecond) // handlers run after the cache synced
-		pods = set.Claims.Pods.PodsFor(claim)
+		pods = set.Claims.Pods.For(claim)
 	}
 	if len(pods) != 1 || pods[0].UID != pod.UID {
 		t.Errorf("pod index does not find the pod: %v", pods)
-	}
-	if set.Claims.Pods.Cached(pod.UID) != pod {
-		t.Errorf("pod index does not hold the informer's pod")
 	}
 
 	o, _, _ = inf.For(gvr.Nodes).GetStore().GetByKey(node)

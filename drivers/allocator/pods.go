@@ -2,8 +2,6 @@ package allocator
 
 import (
 	"slices"
-	"sort"
-	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
@@ -101,95 +99,11 @@ func ClaimKeysForPod(pod *corev1.Pod) []string {
 	return names
 }
 
-// compactClaimKeys is ClaimKeysForPod for a compact pod.
-func compactClaimKeys(pod *compactpod.Pod) []string {
+// CompactClaimKeys is ClaimKeysForPod for a compact pod.
+func CompactClaimKeys(pod *compactpod.Pod) []string {
 	names := claimNames(pod.ResourceClaims, pod.ResourceClaimStatuses)
 	for i, n := range names {
 		names[i] = pod.Namespace + "/" + n
 	}
 	return names
-}
-
-// PodIndex maps claims to the pods referencing them. It is safe for concurrent use and is fed
-// from pod informer events. It holds pods in compact form: the informer's own objects when it
-// caches them so (see UpsertCompact).
-type PodIndex struct {
-	mu   sync.RWMutex
-	pods map[types.UID]*compactpod.Pod
-	// byClaim maps a claim's namespace/name to the pods referencing it: almost always one, so a
-	// slice rather than a set (a map per claim costs hundreds of bytes).
-	byClaim map[string][]types.UID
-}
-
-// NewPodIndex returns an empty PodIndex.
-func NewPodIndex() *PodIndex {
-	return &PodIndex{pods: map[types.UID]*compactpod.Pod{}, byClaim: map[string][]types.UID{}}
-}
-
-// Upsert records an added or updated pod.
-func (x *PodIndex) Upsert(pod *corev1.Pod) { x.UpsertCompact(compactpod.From(pod)) }
-
-// Delete forgets a pod.
-func (x *PodIndex) Delete(pod *corev1.Pod) { x.DeleteCompact(compactpod.From(pod)) }
-
-// UpsertCompact records an added or updated pod, keeping the pointer (never modified).
-func (x *PodIndex) UpsertCompact(pod *compactpod.Pod) {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	x.deleteLocked(pod.UID)
-	x.pods[pod.UID] = pod
-	for _, key := range compactClaimKeys(pod) {
-		if !slices.Contains(x.byClaim[key], pod.UID) {
-			x.byClaim[key] = append(x.byClaim[key], pod.UID)
-		}
-	}
-}
-
-// Cached returns the pod with uid as the index holds it (nil if none).
-func (x *PodIndex) Cached(uid types.UID) *compactpod.Pod {
-	x.mu.RLock()
-	defer x.mu.RUnlock()
-	return x.pods[uid]
-}
-
-// DeleteCompact forgets a pod.
-func (x *PodIndex) DeleteCompact(pod *compactpod.Pod) {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	x.deleteLocked(pod.UID)
-}
-
-func (x *PodIndex) deleteLocked(uid types.UID) {
-	old, ok := x.pods[uid]
-	if !ok {
-		return
-	}
-	for _, key := range compactClaimKeys(old) {
-		rest := slices.DeleteFunc(x.byClaim[key], func(u types.UID) bool { return u == uid })
-		if len(rest) == 0 {
-			delete(x.byClaim, key)
-		} else {
-			x.byClaim[key] = rest
-		}
-	}
-	delete(x.pods, uid)
-}
-
-// PodsFor returns the pods referencing the claim by name, plus its controlling owner pod,
-// sorted by name.
-func (x *PodIndex) PodsFor(claim *resourcev1.ResourceClaim) []*corev1.Pod {
-	x.mu.RLock()
-	defer x.mu.RUnlock()
-	uids := sets.New(x.byClaim[claimKey(claim)]...)
-	for _, ref := range claim.OwnerReferences {
-		if p, ok := x.pods[ref.UID]; ok && p.Namespace == claim.Namespace && isOwnerPod(claim, ref.UID) {
-			uids.Insert(ref.UID)
-		}
-	}
-	var out []*corev1.Pod
-	for uid := range uids {
-		out = append(out, x.pods[uid].Expand())
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out
 }

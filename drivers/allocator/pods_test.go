@@ -84,37 +84,3 @@ func TestClaimNeedsSimulatedAllocation(t *testing.T) {
 		}
 	}
 }
-
-func TestPodIndex(t *testing.T) {
-	x := NewPodIndex()
-	a := directRef(newPod("a", ""), "shared")
-	b := templateRef(newPod("b", "node-a"), "shared")
-	owner := newPod("owner", "")
-	x.Upsert(a)
-	x.Upsert(b)
-	x.Upsert(owner)
-
-	names := func(pods []*corev1.Pod) string {
-		s := ""
-		for _, p := range pods {
-			s += p.Name + ","
-		}
-		return s
-	}
-	if got := names(x.PodsFor(newClaim("shared"))); got != "a,b," {
-		t.Errorf("PodsFor(shared) = %s", got)
-	}
-	if got := names(x.PodsFor(ownedBy(newClaim("generated"), owner))); got != "owner," {
-		t.Errorf("PodsFor(generated) = %s", got)
-	}
-	if got := ClaimKeysForPod(b); len(got) != 1 || got[0] != "default/shared" {
-		t.Errorf("ClaimKeysForPod = %v", got)
-	}
-
-	// An update dropping the reference and a delete are both reflected.
-	x.Upsert(newPod("a", ""))
-	x.Delete(b)
-	if got := names(x.PodsFor(newClaim("shared"))); got != "" {
-		t.Errorf("PodsFor(shared) after update/delete = %s", got)
-	}
-}

@@ -35,7 +35,7 @@ import (
 
 // ownPod returns the claim's allocation pod from the pod cache, nil when there is none.
 func (d *Driver) ownPod(claim *resourcev1.ResourceClaim) *corev1.Pod {
-	for _, p := range d.Pods.PodsFor(claim) {
+	for _, p := range d.Pods.For(claim) {
 		if allocationpod.Of(p, claim) {
 			return p
 		}

@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/draforge/draforge/drivers/allocator"
+	"github.com/draforge/draforge/drivers/clusterview"
 	"github.com/draforge/draforge/drivers/gvr"
 	"github.com/draforge/draforge/drivers/podnamespaces"
 	"github.com/draforge/draforge/drivers/simdevice"
@@ -30,7 +31,8 @@ import (
 // Driver allocates claims the scheduler will not handle.
 type Driver struct {
 	Allocator *allocator.Allocator
-	Pods      *allocator.PodIndex
+	// Pods finds the pods using a claim (the cluster view's pod index).
+	Pods *clusterview.Pods
 	// Mode says who allocates standalone claims.
 	Mode      Mode
 	kube      kubernetes.Interface
@@ -50,7 +52,6 @@ func Register(reg *engine.Registry, inf *engine.Informers, kube kubernetes.Inter
 	}
 	d := &Driver{
 		Allocator: allocator.New(opts),
-		Pods:      allocator.NewPodIndex(),
 		Mode:      mode,
 		kube:      kube,
 		allocated: prometheus.NewCounter(prometheus.CounterOpts{Name: "draforge_controller_allocations_total",
@@ -66,7 +67,11 @@ func Register(reg *engine.Registry, inf *engine.Informers, kube kubernetes.Inter
 	// Slices, classes, nodes and DeviceTaintRules are read from the cluster view
 	// (opts.Objects); claims feed the allocator's record of held devices and writes in flight.
 	engine.Feed(inf, gvr.ResourceClaims, a.UpsertClaim, a.DeleteClaim)
-	engine.Feed(inf, gvr.Pods, d.Pods.UpsertCompact, d.Pods.DeleteCompact)
+	pods, err := clusterview.NewPods(inf)
+	if err != nil {
+		return nil, err
+	}
+	d.Pods = pods
 	reg.Observation("claimNeedsSimulatedAllocation", d.needsSimulatedAllocation)
 	reg.Action("allocateClaim", d.allocate)
 	reg.Observation("claimNeedsAllocationPod", d.needsAllocationPod)
@@ -102,7 +107,7 @@ func (d *Driver) needs(ctx context.Context, obj *unstructured.Unstructured, want
 	if err != nil {
 		return engine.Fact{}, err
 	}
-	f := NeedsAllocation(want, d.Mode, claim, d.Pods.PodsFor(claim))
+	f := NeedsAllocation(want, d.Mode, claim, d.Pods.For(claim))
 	if !f.Holds {
 		return f, nil
 	}
