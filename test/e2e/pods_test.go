@@ -188,6 +188,21 @@ func TestPodLifecycle(t *testing.T) {
 	claimPasses := func() float64 {
 		return r.ctrl.Metric(t, "draforge_controller_sync_attempts_total", `pipeline="claim"`)
 	}
+	// The metric counts every claim: wait until earlier tests' claims (their namespaces being
+	// deleted) are gone, so the window below sees only this test's.
+	eventually(t, 2*time.Minute, func() (bool, string) {
+		l, err := e.Kube.ResourceV1().ResourceClaims("").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		var others []string
+		for _, c := range l.Items {
+			if c.Namespace != e.Namespace {
+				others = append(others, c.Namespace+"/"+c.Name)
+			}
+		}
+		return len(others) == 0, fmt.Sprint("claims of other tests still there: ", others)
+	})
 	passesBefore := claimPasses()
 	created := time.Now()
 	if _, err := e.Kube.CoreV1().Pods(e.Namespace).Create(ctx, r.gpuPod("runner", nil), metav1.CreateOptions{}); err != nil {
