@@ -212,7 +212,7 @@ func (r *runner) apply(ctx context.Context, a *machine.ApplyAction, data map[str
 		if err != nil {
 			return err
 		}
-		_, err = r.e.o.Dynamic.Resource(a.Resource).Namespace(ns).Patch(ctx, name, types.MergePatchType, body, metav1.PatchOptions{FieldManager: FieldManager})
+		_, err = patchRV(ctx, r.e.o.Dynamic, a.Resource, ns, name, types.MergePatchType, body, metav1.PatchOptions{FieldManager: FieldManager})
 		if !apierrors.IsNotFound(err) {
 			return err
 		}
@@ -236,8 +236,7 @@ func (r *runner) apply(ctx context.Context, a *machine.ApplyAction, data map[str
 		return err
 	}
 	force := true
-	_, err = r.e.o.Dynamic.Resource(a.Resource).Namespace(ns).
-		Patch(ctx, name, types.ApplyPatchType, body, metav1.PatchOptions{FieldManager: FieldManager, Force: &force})
+	_, err = patchRV(ctx, r.e.o.Dynamic, a.Resource, ns, name, types.ApplyPatchType, body, metav1.PatchOptions{FieldManager: FieldManager, Force: &force})
 	return err
 }
 

@@ -106,10 +106,9 @@ func (r *runner) writeStatus(ctx context.Context, obj *unstructured.Unstructured
 	if err != nil {
 		return err
 	}
-	out, err := r.e.o.Dynamic.Resource(r.m.Resource).Namespace(obj.GetNamespace()).
-		Patch(ctx, obj.GetName(), types.MergePatchType, body, metav1.PatchOptions{}, "status")
+	rv, err := patchRV(ctx, r.e.o.Dynamic, r.m.Resource, obj.GetNamespace(), obj.GetName(), types.MergePatchType, body, metav1.PatchOptions{}, "status")
 	if err == nil {
-		r.expect(obj, out.GetResourceVersion())
+		r.expect(obj, rv)
 	}
 	return err
 }

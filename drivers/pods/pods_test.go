@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -283,5 +284,56 @@ func TestReportsDeviceStatus(t *testing.T) {
 	d.pools.Delete(pool(map[string]any{}))
 	if reports("sdp-0123", "nic-0") {
 		t.Error("a deleted pool still reports status")
+	}
+}
+
+// TestPodFields: the partial conversion carries every field the driver reads exactly as a
+// full conversion does, and nothing of the rest.
+func TestPodFields(t *testing.T) {
+	name := "gpu-claim-x"
+	full := &corev1.Pod{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "u1", Labels: map[string]string{"a": "b"}},
+		Spec: corev1.PodSpec{
+			NodeName:       "sim-0",
+			ResourceClaims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptr.To("t")}},
+			Containers: []corev1.Container{{Name: "c", Image: "busybox", Resources: corev1.ResourceRequirements{
+				Claims: []corev1.ResourceClaim{{Name: "gpu", Request: "r"}}}}},
+		},
+		Status: corev1.PodStatus{
+			Phase:                       corev1.PodRunning,
+			Conditions:                  []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}},
+			ResourceClaimStatuses:       []corev1.PodResourceClaimStatus{{Name: "gpu", ResourceClaimName: &name}},
+			ExtendedResourceClaimStatus: &corev1.PodExtendedResourceClaimStatus{ResourceClaimName: "ext"},
+			ContainerStatuses: []corev1.ContainerStatus{{Name: "c", Ready: true,
+				State:                    corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}},
+				AllocatedResourcesStatus: []corev1.ResourceStatus{{Name: "claim:gpu/r", Resources: []corev1.ResourceHealth{{ResourceID: "d/p/gpu-0", Health: corev1.ResourceHealthStatusHealthy}}}}}},
+		},
+	}
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(full)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := podFields(&unstructured.Unstructured{Object: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "u1"},
+		Spec: corev1.PodSpec{ResourceClaims: full.Spec.ResourceClaims, Containers: []corev1.Container{{Name: "c",
+			Resources: corev1.ResourceRequirements{Claims: full.Spec.Containers[0].Resources.Claims}}}},
+		Status: corev1.PodStatus{ResourceClaimStatuses: full.Status.ResourceClaimStatuses,
+			ExtendedResourceClaimStatus: full.Status.ExtendedResourceClaimStatus,
+			ContainerStatuses: []corev1.ContainerStatus{{Name: "c", AllocatedResourcesStatus: full.Status.ContainerStatuses[0].AllocatedResourcesStatus}}},
+	}
+	if !equality.Semantic.DeepEqual(got, want) {
+		t.Errorf("podFields:\n%+v\nwant\n%+v", got, want)
+	}
+	if _, err := podFields(&unstructured.Unstructured{Object: map[string]any{"kind": "Node"}}); err == nil {
+		t.Error("podFields of a Node: no error")
+	}
+	// A pod without spec or status (a minimal cache entry) converts to its identity.
+	if p, err := podFields(&unstructured.Unstructured{Object: map[string]any{"kind": "Pod", "metadata": map[string]any{"name": "q"}}}); err != nil || p.Name != "q" {
+		t.Errorf("bare pod: %+v, %v", p, err)
 	}
 }

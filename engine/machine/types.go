@@ -244,6 +244,30 @@ func (t Transition) ActionNames() []string {
 	return out
 }
 
+// MayChangeStatus reports whether the transition's actions can change the object's status in
+// memory: a status patch or a driver action (Go code given the object). Apply, finalizer,
+// delete and event actions cannot, so a pass that fires only those has no status to compare.
+func (t Transition) MayChangeStatus() bool {
+	for _, a := range t.Actions {
+		if a.Driver != "" || (a.Patch != nil && a.Patch.Status != nil) {
+			return true
+		}
+	}
+	return false
+}
+
+// ChangesObject reports whether the transition's actions may change the object in memory:
+// any but apply (another object) and event actions. A pass firing only those works on the
+// cached object itself, uncopied.
+func (t Transition) ChangesObject() bool {
+	for _, a := range t.Actions {
+		if a.Apply == nil && a.Event == nil {
+			return true
+		}
+	}
+	return false
+}
+
 // Timer is due when now >= Since + Duration (or the Annotation's duration) + jitter.
 type Timer struct {
 	// Duration is zero for a timer set only by Annotation: an object without a valid

@@ -27,8 +27,18 @@ import (
 	kjson "sigs.k8s.io/json"
 )
 
+// Client is a dynamic client with this package's JSON decoder that also hands out its REST
+// client, for writes whose answer the caller does not decode (see engine's writer).
+type Client struct {
+	*dynamic.DynamicClient
+	rest rest.Interface
+}
+
+// RESTClient is the client every request of c goes through.
+func (c *Client) RESTClient() rest.Interface { return c.rest }
+
 // NewDynamicClient is dynamic.NewForConfig with this package's JSON decoder.
-func NewDynamicClient(c *rest.Config) (*dynamic.DynamicClient, error) {
+func NewDynamicClient(c *rest.Config) (*Client, error) {
 	h, err := rest.HTTPClientFor(c)
 	if err != nil {
 		return nil, err
@@ -42,7 +52,7 @@ func NewDynamicClient(c *rest.Config) (*dynamic.DynamicClient, error) {
 	if err != nil {
 		return nil, err
 	}
-	return dynamic.New(rc), nil
+	return &Client{DynamicClient: dynamic.New(rc), rest: rc}, nil
 }
 
 // wrap returns ns with its JSON decoders replaced by this package's (encoders unchanged).
