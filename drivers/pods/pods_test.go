@@ -324,7 +324,7 @@ func TestPodFields(t *testing.T) {
 			Resources: corev1.ResourceRequirements{Claims: full.Spec.Containers[0].Resources.Claims}}}},
 		Status: corev1.PodStatus{ResourceClaimStatuses: full.Status.ResourceClaimStatuses,
 			ExtendedResourceClaimStatus: full.Status.ExtendedResourceClaimStatus,
-			ContainerStatuses: []corev1.ContainerStatus{{Name: "c", AllocatedResourcesStatus: full.Status.ContainerStatuses[0].AllocatedResourcesStatus}}},
+			ContainerStatuses:           []corev1.ContainerStatus{{Name: "c", AllocatedResourcesStatus: full.Status.ContainerStatuses[0].AllocatedResourcesStatus}}},
 	}
 	if !equality.Semantic.DeepEqual(got, want) {
 		t.Errorf("podFields:\n%+v\nwant\n%+v", got, want)
