@@ -43,6 +43,7 @@ const (
 	IDOrphanedClaims   = "DRA008"
 	IDSliceNodes       = "DRA009"
 	IDPodClaimRefs     = "DRA010"
+	IDFeatures         = "DRA011"
 )
 
 // MinServerVersion is the oldest Kubernetes version that serves resource.k8s.io/v1 with the
@@ -81,6 +82,8 @@ type Facts struct {
 	CRD *CRDFacts `json:"crd,omitempty"`
 	// Controller is the result of probing the controller's /readyz.
 	Controller *ControllerFacts `json:"controller,omitempty"`
+	// Features are the cluster's DRA and workload-scheduling gates and API versions.
+	Features *FeatureFacts `json:"features,omitempty"`
 	// SnapshotError is set when the cluster state could not be read; data checks then SKIP.
 	SnapshotError string `json:"snapshotError,omitempty"`
 }
@@ -132,6 +135,7 @@ var Checks = []Check{
 	{IDOrphanedClaims, "Allocated claims have consumers", needSnapshot(checkOrphanedClaims)},
 	{IDSliceNodes, "ResourceSlices reference existing nodes", needSnapshot(checkSliceNodes)},
 	{IDPodClaimRefs, "Pods reference existing claims", needSnapshot(checkPodClaimRefs)},
+	{IDFeatures, "DRA feature gates and API versions", checkFeatures},
 }
 
 // Run runs every check. s may be nil when f.SnapshotError says why.

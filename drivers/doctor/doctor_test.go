@@ -1,6 +1,8 @@
 package doctor
 
 import (
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 
@@ -20,6 +22,8 @@ func goodFacts() Facts {
 		ServerVersion: "v1.37.2",
 		CRD:           &CRDFacts{Name: gvr.SimulatedDevicePoolCRD, Found: true, Established: true, ServedVersions: []string{"v1alpha1"}},
 		Controller:    &ControllerFacts{URL: "http://127.0.0.1:8082", StatusCode: 200, Body: `{"status":"ready"}`},
+		Features: &FeatureFacts{Gates: map[string]bool{"DRAConsumableCapacity": true, "GenericWorkload": false},
+			Stages: map[string]string{"DRAConsumableCapacity": "BETA", "GenericWorkload": "BETA"}, APIs: []string{"resource.k8s.io/v1", "scheduling.k8s.io/v1"}},
 	}
 }
 
@@ -174,5 +178,35 @@ func TestPodClaimRefsIgnoresTerminalPods(t *testing.T) {
 		if c.want == Warn && (len(res.Evidence) != 1 || !strings.Contains(res.Evidence[0], "generated claim "+p.Name+"-gen-x7k2")) {
 			t.Errorf("phase %q: evidence %v", c.phase, res.Evidence)
 		}
+	}
+}
+
+// TestFeatures: the gates of interest (DRA*, workload scheduling) are read from
+// kube-apiserver's kubernetes_feature_enabled lines and listed with their stage; an unreadable
+// /metrics is a warning saying which permission is missing.
+func TestFeatures(t *testing.T) {
+	metrics := `# HELP kubernetes_feature_enabled [BETA] This metric records the data about the stage and enablement of a k8s feature.
+# TYPE kubernetes_feature_enabled gauge
+kubernetes_feature_enabled{name="AnyVolumeDataSource",stage=""} 1
+kubernetes_feature_enabled{name="DRAConsumableCapacity",stage="BETA"} 1
+kubernetes_feature_enabled{name="DRAWorkloadResourceClaims",stage="BETA"} 0
+kubernetes_feature_enabled{name="DynamicResourceAllocation",stage=""} 1
+kubernetes_feature_enabled{name="GenericWorkload",stage="BETA"} 1
+`
+	gates, stages := parseFeatures(metrics)
+	want := map[string]bool{"DRAConsumableCapacity": true, "DRAWorkloadResourceClaims": false, "DynamicResourceAllocation": true, "GenericWorkload": true}
+	if !maps.Equal(gates, want) || stages["DRAWorkloadResourceClaims"] != "BETA" || stages["DynamicResourceAllocation"] != "" {
+		t.Fatalf("gates %v stages %v, want %v", gates, stages, want)
+	}
+	f := goodFacts()
+	f.Features = &FeatureFacts{Gates: gates, Stages: stages, APIs: []string{"resource.k8s.io/v1", "scheduling.k8s.io/v1alpha3"}}
+	res := result(t, Run(it.Healthy(), f), IDFeatures)
+	if res.Status != Pass || res.Message != "3 of 4 DRA and workload-scheduling gates on; 2 DRA and scheduling API versions served" ||
+		!slices.Contains(res.Evidence, "gate DRAWorkloadResourceClaims=false (BETA)") || !slices.Contains(res.Evidence, "gate DynamicResourceAllocation=true (GA)") {
+		t.Errorf("DRA011: %+v", res)
+	}
+	f.Features = &FeatureFacts{MetricsError: "forbidden"}
+	if res := result(t, Run(it.Healthy(), f), IDFeatures); res.Status != Warn || !strings.Contains(res.Remediation, "/metrics") {
+		t.Errorf("DRA011 without /metrics: %+v", res)
 	}
 }

@@ -31,16 +31,20 @@ type GatherOptions struct {
 func Gather(ctx context.Context, o GatherOptions) Facts {
 	var f Facts
 	api := &APIFacts{}
+	var draAPIs []string
 	groups, err := o.Discovery.ServerGroups()
 	if err != nil {
 		api.Error = err.Error()
 	} else {
 		for _, g := range groups.Groups {
-			if g.Name != "resource.k8s.io" {
+			if g.Name != "resource.k8s.io" && g.Name != "scheduling.k8s.io" {
 				continue
 			}
 			for _, v := range g.Versions {
-				api.Versions = append(api.Versions, v.Version)
+				draAPIs = append(draAPIs, v.GroupVersion)
+				if g.Name == "resource.k8s.io" {
+					api.Versions = append(api.Versions, v.Version)
+				}
 			}
 		}
 	}
@@ -65,6 +69,9 @@ func Gather(ctx context.Context, o GatherOptions) Facts {
 		f.ServerVersion = v.GitVersion
 	}
 
+	if err == nil {
+		f.Features = gatherFeatures(ctx, o.Discovery, draAPIs)
+	}
 	f.CRD = gatherCRD(ctx, o.Dynamic)
 	if o.ControllerURL != "" {
 		f.Controller = probe(ctx, o.HTTP, o.ControllerURL)

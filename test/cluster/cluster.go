@@ -43,6 +43,9 @@ type Options struct {
 	// NodeLifecycle tunes kube-controller-manager's node lifecycle controller; zero fields keep
 	// the upstream defaults (monitor period 5s, grace period 50s, startup grace period 60s).
 	NodeLifecycle NodeLifecycle
+	// Profile names the feature gates and API versions turned on (see Profiles); "" is
+	// "default", Kubernetes' own defaults. Args come after the profile's flags.
+	Profile string
 }
 
 // NodeLifecycle holds the node lifecycle controller's timing flags. A Node whose Ready
@@ -112,6 +115,10 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 	}
 	if o.CacheDir == "" {
 		o.CacheDir = DefaultCacheDir()
+	}
+	profile, err := ProfileNamed(o.Profile)
+	if err != nil {
+		return nil, err
 	}
 	dir, err := filepath.Abs(o.Dir)
 	if err != nil {
@@ -189,7 +196,7 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 		}
 	}
 	for _, p := range c.Procs {
-		p.Args = append(p.Args, o.Args[p.Name]...)
+		p.Args = append(append(p.Args, profile.args(p.Name)...), o.Args[p.Name]...)
 	}
 	for _, p := range c.Procs {
 		if err := c.start(p); err != nil {

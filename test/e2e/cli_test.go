@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -247,7 +248,10 @@ func TestCLIDoctor(t *testing.T) {
 	installCRD(t, e)
 	r := runCLI(t, "doctor", "-n", e.Namespace, "-o", "json")
 	var rep struct {
-		Results []struct{ ID, Status, Message string }
+		Results []struct {
+			ID, Status, Message string
+			Evidence            []string
+		}
 	}
 	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
 		t.Fatalf("%v\n%s\n%s", err, r.stdout, r.stderr)
@@ -256,9 +260,17 @@ func TestCLIDoctor(t *testing.T) {
 	for _, res := range rep.Results {
 		status[res.ID] = res.Status
 	}
-	for id, want := range map[string]string{"DRA001": "PASS", "DRA002": "PASS", "DRA003": "PASS", "DRA004": "SKIP"} {
+	for id, want := range map[string]string{"DRA001": "PASS", "DRA002": "PASS", "DRA003": "PASS", "DRA004": "SKIP", "DRA011": "PASS"} {
 		if status[id] != want {
 			t.Errorf("%s = %s, want %s (%+v)", id, status[id], want, rep.Results)
+		}
+	}
+	// The default profile: DRA's GA gate on, DRAWorkloadResourceClaims (beta, off by default) off.
+	for _, res := range rep.Results {
+		if res.ID == "DRA011" && (!strings.Contains(res.Message, "DRA and workload-scheduling gates on") ||
+			!slices.Contains(res.Evidence, "gate DRAWorkloadResourceClaims=false (BETA)") ||
+			!slices.Contains(res.Evidence, "gate DRAConsumableCapacity=true (BETA)")) {
+			t.Errorf("DRA011: %s %v", res.Message, res.Evidence)
 		}
 	}
 	// A controller URL that does not answer is a FAIL and exit code 1.

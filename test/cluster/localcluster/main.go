@@ -3,6 +3,8 @@
 //	localcluster build [--with kube-scheduler,...]   build and cache the binaries
 //	localcluster up    [--dir DIR] [--with ...]      start, print the kubeconfig path
 //	                   [--node-monitor-grace-period D ...] tune the node lifecycle controller
+//	                   [--profile dra-all] [--feature-gates A=true,...] [--runtime-config G/V=true,...]
+//	localcluster profiles                            list the profiles with their gates and APIs
 //	localcluster spawn [--dir DIR] --name N -- CMD... run CMD detached; down stops it first
 //	localcluster down  [--dir DIR]                   stop and remove DIR
 package main
@@ -27,7 +29,7 @@ func main() {
 
 func run(args []string) error {
 	if len(args) == 0 {
-		return fmt.Errorf("usage: localcluster build|up|down [flags]")
+		return fmt.Errorf("usage: localcluster build|up|down|spawn|profiles [flags]")
 	}
 	fs := flag.NewFlagSet(args[0], flag.ContinueOnError)
 	dir := fs.String("dir", ".draforge/cluster", "state directory (certificates, data, logs, kubeconfig)")
@@ -38,6 +40,9 @@ func run(args []string) error {
 	fs.DurationVar(&nl.GracePeriod, "node-monitor-grace-period", 0, "up: kube-controller-manager's node grace period (0: upstream default 50s)")
 	fs.DurationVar(&nl.MonitorPeriod, "node-monitor-period", 0, "up: how often it checks nodes (0: upstream default 5s)")
 	fs.DurationVar(&nl.StartupGracePeriod, "node-startup-grace-period", 0, "up: grace for a new node's first heartbeat (0: upstream default 60s)")
+	profile := fs.String("profile", "", "up: feature gates and API versions to turn on: "+profileNames()+" (default: Kubernetes' defaults)")
+	gates := fs.String("feature-gates", "", "up: more feature gates for kube-apiserver, kube-scheduler and kube-controller-manager (A=true,B=false)")
+	runtimeConfig := fs.String("runtime-config", "", "up: more API versions for kube-apiserver (group/version=true,...)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
@@ -60,12 +65,33 @@ func run(args []string) error {
 		}
 		return nil
 	case "up":
-		c, err := cluster.Start(ctx, cluster.Options{Dir: *dir, CacheDir: *cache, Extra: extra, Detach: true, Log: os.Stderr, NodeLifecycle: nl})
+		explicit := map[cluster.Component][]string{}
+		if *gates != "" {
+			for _, c := range []cluster.Component{cluster.APIServer, cluster.Scheduler, cluster.ControllerManager} {
+				explicit[c] = append(explicit[c], "--feature-gates="+*gates)
+			}
+		}
+		if *runtimeConfig != "" {
+			explicit[cluster.APIServer] = append(explicit[cluster.APIServer], "--runtime-config="+*runtimeConfig)
+		}
+		c, err := cluster.Start(ctx, cluster.Options{Dir: *dir, CacheDir: *cache, Extra: extra, Detach: true, Log: os.Stderr,
+			NodeLifecycle: nl, Profile: *profile, Args: explicit})
 		if err != nil {
 			return err
 		}
 		fmt.Fprintf(os.Stderr, "cluster ready at %s\n", c.Server)
 		fmt.Println(c.Kubeconfig)
+		return nil
+	case "profiles":
+		for _, p := range cluster.Profiles {
+			fmt.Printf("%s: %s\n", p.Name, p.Doc)
+			for _, g := range p.Gates {
+				fmt.Printf("  gate %s (KEP-%s, %s)\n", g.Name, g.KEP, g.Stage)
+			}
+			for _, a := range p.APIs {
+				fmt.Printf("  api  %s (KEP %s)\n", a.GroupVersion, a.KEPs)
+			}
+		}
 		return nil
 	case "spawn":
 		c, err := cluster.Load(*dir)
@@ -98,4 +124,12 @@ func run(args []string) error {
 func fileExists(p string) bool {
 	_, err := os.Stat(p)
 	return err == nil
+}
+
+func profileNames() string {
+	var names []string
+	for _, p := range cluster.Profiles {
+		names = append(names, p.Name)
+	}
+	return strings.Join(names, ", ")
 }
