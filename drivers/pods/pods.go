@@ -26,6 +26,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/dynamic-resource-allocation/resourceclaim"
 
 	"github.com/draforge/draforge/drivers/clusterview"
 	"github.com/draforge/draforge/drivers/compactslice"
@@ -183,7 +184,8 @@ func typedPod(ctx context.Context, obj *unstructured.Unstructured) (*corev1.Pod,
 
 type passPodKey struct{}
 
-// podFields converts what the driver reads of a pod: its identity, spec.resourceClaims, each
+// podFields converts what the driver reads of a pod: its identity, spec.schedulingGroup,
+// spec.resourceClaims, each
 // container's name and claim references, status.resourceClaimStatuses and
 // extendedResourceClaimStatus, and each container status's name and allocatedResourcesStatus.
 // Converting the whole pod (conditions, container states and their timestamps) was a quarter
@@ -196,8 +198,9 @@ func podFields(obj *unstructured.Unstructured) (*corev1.Pod, error) {
 	status, _ := obj.Object["status"].(map[string]any)
 	part := map[string]any{
 		"spec": map[string]any{
-			"resourceClaims": spec["resourceClaims"],
-			"containers":     only(spec["containers"], "name", "resources.claims"),
+			"schedulingGroup": spec["schedulingGroup"],
+			"resourceClaims":  spec["resourceClaims"],
+			"containers":      only(spec["containers"], "name", "resources.claims"),
 		},
 		"status": map[string]any{
 			"resourceClaimStatuses":       status["resourceClaimStatuses"],
@@ -334,7 +337,10 @@ func (d *Driver) claims(pod *corev1.Pod) ([]podClaim, string) {
 }
 
 // claimsReserved holds when every claim of the pod exists, is allocated and lists the pod in
-// reservedFor: what the kubelet checks before it prepares (pkg/kubelet/cm/dra/manager.go).
+// reservedFor, or the pod's PodGroup (spec.schedulingGroup.podGroupName): what the kubelet
+// checks before it prepares (pkg/kubelet/cm/dra/manager.go, resourceclaim.IsReservedForPod).
+// The simulated kubelet accepts a PodGroup's reservation as a kubelet with
+// DRAWorkloadResourceClaims on does; with the gate off kube-scheduler never makes one.
 func (d *Driver) claimsReserved(ctx context.Context, obj *unstructured.Unstructured) (engine.Fact, error) {
 	pod, err := typedPod(ctx, obj)
 	if err != nil {
@@ -350,7 +356,7 @@ func (d *Driver) claimsReserved(ctx context.Context, obj *unstructured.Unstructu
 			return engine.Fact{Message: "ResourceClaim " + c.claimName + " does not exist"}, nil
 		case c.claim.Status.Allocation == nil:
 			return engine.Fact{Message: "ResourceClaim " + c.claimName + " is not allocated"}, nil
-		case !slices.ContainsFunc(c.claim.Status.ReservedFor, func(r resourcev1.ResourceClaimConsumerReference) bool { return r.UID == pod.UID }):
+		case !resourceclaim.IsReservedForPod(pod, c.claim, true):
 			return engine.Fact{Message: "ResourceClaim " + c.claimName + " is not reserved for the pod"}, nil
 		}
 	}
@@ -452,7 +458,7 @@ func Prune(u *unstructured.Unstructured) {
 
 // What Prune keeps of a pod's spec, and of each of its containers.
 var (
-	keptSpec      = []string{"nodeName", "resourceClaims"}
+	keptSpec      = []string{"nodeName", "resourceClaims", "schedulingGroup"}
 	keptContainer = []string{"name", "image", "resources"}
 )
 

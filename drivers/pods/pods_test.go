@@ -181,6 +181,32 @@ func TestFacts(t *testing.T) {
 	if f, _ := d.claimsReserved(ctx, toU(t, other)); f.Holds || f.Message != "ResourceClaim c is not reserved for the pod" {
 		t.Errorf("not reserved: %+v", f)
 	}
+	// Reserved for the pod's PodGroup (DRAWorkloadResourceClaims): the pod knows its group by
+	// name only, as the kubelet's resourceclaim.IsReservedForPod matches it.
+	o, _, _ := d.inf.For(gvr.ResourceClaims).GetStore().GetByKey("ns/c")
+	group := o.(*unstructured.Unstructured).DeepCopy()
+	if err := unstructured.SetNestedSlice(group.Object, []any{map[string]any{
+		"apiGroup": "scheduling.k8s.io", "resource": "podgroups", "name": "trainers", "uid": "group-uid"}}, "status", "reservedFor"); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.inf.For(gvr.ResourceClaims).GetStore().Update(group); err != nil {
+		t.Fatal(err)
+	}
+	member := pod.DeepCopy()
+	member.Spec.SchedulingGroup = &corev1.PodSchedulingGroup{PodGroupName: ptr.To("trainers")}
+	if f, _ := d.claimsReserved(ctx, toU(t, member)); !f.Holds {
+		t.Errorf("reserved for the pod's PodGroup: %+v", f)
+	}
+	stranger := pod.DeepCopy()
+	stranger.Spec.SchedulingGroup = &corev1.PodSchedulingGroup{PodGroupName: ptr.To("others")}
+	for _, p := range []*corev1.Pod{pod, stranger} {
+		if f, _ := d.claimsReserved(ctx, toU(t, p)); f.Holds || f.Message != "ResourceClaim c is not reserved for the pod" {
+			t.Errorf("pod %s in group %v, claim reserved for PodGroup trainers: %+v", p.Name, p.Spec.SchedulingGroup, f)
+		}
+	}
+	if err := d.inf.For(gvr.ResourceClaims).GetStore().Update(o); err != nil {
+		t.Fatal(err)
+	}
 	early := pod.DeepCopy()
 	early.Status.ResourceClaimStatuses = nil
 	if f, _ := d.claimsReserved(ctx, toU(t, early)); f.Holds || f.Message != "claim gpu has no generated ResourceClaim yet" {
@@ -295,8 +321,9 @@ func TestPodFields(t *testing.T) {
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
 		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "u1", Labels: map[string]string{"a": "b"}},
 		Spec: corev1.PodSpec{
-			NodeName:       "sim-0",
-			ResourceClaims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptr.To("t")}},
+			NodeName:        "sim-0",
+			SchedulingGroup: &corev1.PodSchedulingGroup{PodGroupName: ptr.To("g")},
+			ResourceClaims:  []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptr.To("t")}},
 			Containers: []corev1.Container{{Name: "c", Image: "busybox", Resources: corev1.ResourceRequirements{
 				Claims: []corev1.ResourceClaim{{Name: "gpu", Request: "r"}}}}},
 		},
@@ -320,7 +347,7 @@ func TestPodFields(t *testing.T) {
 	}
 	want := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "u1"},
-		Spec: corev1.PodSpec{ResourceClaims: full.Spec.ResourceClaims, Containers: []corev1.Container{{Name: "c",
+		Spec: corev1.PodSpec{SchedulingGroup: full.Spec.SchedulingGroup, ResourceClaims: full.Spec.ResourceClaims, Containers: []corev1.Container{{Name: "c",
 			Resources: corev1.ResourceRequirements{Claims: full.Spec.Containers[0].Resources.Claims}}}},
 		Status: corev1.PodStatus{ResourceClaimStatuses: full.Status.ResourceClaimStatuses,
 			ExtendedResourceClaimStatus: full.Status.ExtendedResourceClaimStatus,
