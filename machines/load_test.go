@@ -269,7 +269,7 @@ func TestPodMachineReadsOnlyWhatTheCacheKeeps(t *testing.T) {
 			`		{state: "terminating", when: deleting: true},
 		{state: "failed", when: field: "spec.initContainers"},`,
 			`machine pod: derive[1].when.field: reads spec.initContainers of pods, which the cache of pods prunes ` +
-				`(drivers/pods.Prune keeps only apiVersion, kind, metadata, status, spec.nodeName, spec.resourceClaims, spec.containers.name, spec.containers.image, spec.containers.resources)`},
+				`(drivers/pods.Prune keeps only apiVersion, kind, metadata, status, spec.nodeName, spec.resourceClaims, spec.schedulingGroup, spec.containers.name, spec.containers.image, spec.containers.resources)`},
 		{"container env in a template", `{{toJSON $c.image}},`, `{{toJSON $c.image}},\"env\":{{toJSON $c.env}},`,
 			`patch.status.containerStatuses: reads spec.containers.env of pods`},
 	} {
