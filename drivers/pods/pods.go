@@ -440,18 +440,7 @@ func Prune(u *unstructured.Unstructured) {
 		}
 	}
 	if cs, ok := spec["containers"].([]any); ok {
-		out := make([]any, 0, len(cs))
-		for _, c := range cs {
-			m, _ := c.(map[string]any)
-			e := map[string]any{}
-			for _, k := range keptContainer {
-				if v, ok := m[k]; ok {
-					e[k] = v
-				}
-			}
-			out = append(out, e)
-		}
-		kept["containers"] = out
+		kept["containers"] = only(cs, keptContainer...)
 	}
 	u.Object["spec"] = kept
 }
