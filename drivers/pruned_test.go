@@ -14,7 +14,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/draforge/draforge/drivers/allocationpod"
@@ -40,8 +39,9 @@ func TestPrunedDeclaresWhatCachesKeep(t *testing.T) {
 			Containers: []corev1.Container{{Name: "c", Image: "img", Command: []string{"run"},
 				Env:       []corev1.EnvVar{{Name: "E", Value: "v"}},
 				Resources: corev1.ResourceRequirements{Claims: []corev1.ResourceClaim{{Name: "gpu"}}, Limits: corev1.ResourceList{"cpu": resource.MustParse("1")}}}},
-			ResourceClaims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptr("t")}},
-			Volumes:        []corev1.Volume{{Name: "v"}},
+			ResourceClaims:  []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptr("t")}},
+			SchedulingGroup: &corev1.PodSchedulingGroup{PodGroupName: ptr("g")},
+			Volumes:         []corev1.Volume{{Name: "v"}},
 		},
 		Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.0.0.1", HostIP: "172.16.0.1", StartTime: &now,
 			Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, Reason: "r", Message: "m"},
@@ -69,17 +69,12 @@ func TestPrunedDeclaresWhatCachesKeep(t *testing.T) {
 		}
 		return full(out)
 	}
-	selectedPod := func() map[string]any {
-		u := &unstructured.Unstructured{Object: full(pod)}
-		podsDriver.Prune(u)
-		return u.Object
-	}
 	for _, c := range []struct {
 		name, resource, selector string
 		cache                    machine.Cache
 		in, out                  map[string]any
 	}{
-		{"pods, the pod machine's own", "pods", `selector: fields: "spec.nodeName!="`, machine.CacheSelected, full(pod), selectedPod()},
+		{"pods, the pod machine's own", "pods", `selector: fields: "spec.nodeName!="`, machine.CacheSelected, full(pod), typed(podsDriver.Prune, pod)},
 		{"pods, shared", "pods", "", machine.CacheShared, full(pod), typed(prunePod, pod)},
 		{"nodes, shared", "nodes", "", machine.CacheShared, full(node), typed(pruneNode, node)},
 	} {

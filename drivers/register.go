@@ -132,7 +132,8 @@ func CacheTyped(inf *engine.Informers) {
 	inf.CacheTyped(gvr.DeviceTaintRules, func() runtime.Object { return &resourcev1.DeviceTaintRule{} }, nil)
 	inf.CacheTyped(gvr.Nodes, func() runtime.Object { return &corev1.Node{} }, pruneNode)
 	inf.CacheTyped(gvr.Pods, func() runtime.Object { return &corev1.Pod{} }, prunePod)
-	inf.PruneSelected(gvr.Pods, podsDriver.Prune)
+	// The pod machine's pods come from the same cache, pruned by pods.Prune instead.
+	inf.Selectable(gvr.Pods, engine.Selectable{Fields: podsDriver.SelectableFields, Full: podsDriver.Prune})
 }
 
 // Pruned declares to the machine loader what CacheTyped's pruners keep (see machine.Pruned):

@@ -120,11 +120,11 @@ func (e *Engine) State(ctx context.Context, machineName, key string) (string, er
 	if !ok {
 		return "", fmt.Errorf("%w %q", ErrUnknownMachine, machineName)
 	}
-	obj, exists, err := r.inf.GetStore().GetByKey(key)
+	obj, exists, err := r.own.get(key)
 	if err != nil || !exists {
 		return "", fmt.Errorf("%s %s: %w", machineName, key, ErrObjectNotFound)
 	}
-	return Derive(r.m, r.input(ctx, obj.(*unstructured.Unstructured)))
+	return Derive(r.m, r.input(ctx, obj))
 }
 
 // input is what Decide needs for obj (a private copy or a cached object it must not change).
@@ -149,7 +149,7 @@ func (r *runner) terminalMarked(obj *unstructured.Unstructured) bool {
 type runner struct {
 	e       *Engine
 	m       *machine.Machine
-	inf     cache.SharedIndexInformer
+	own     *own
 	queue   workqueue.TypedRateLimitingInterface[string]
 	limiter *backoffLimiter[string]
 	hist    *history
@@ -173,29 +173,13 @@ type terminalMark struct {
 	generation int64
 }
 
-// MachineInformer returns the informer of m's own objects: only the selected ones, with an
-// unstructured informer of their own, when m has a selector, else the shared informer of its
-// resource, which must then be cached unstructured.
-func MachineInformer(inf *Informers, m *machine.Machine) (cache.SharedIndexInformer, error) {
-	if m.HasSelector() {
-		// Only the selected objects are listed and watched (label and field selectors on the
-		// server).
-		return inf.ForSelector(m.Resource, m.LabelSelector(), m.FieldSelector), nil
-	}
-	if inf.IsTyped(m.Resource) {
-		// Actions, observations and status writes work on unstructured objects.
-		return nil, fmt.Errorf("machine %s: resource %s is cached typed (give the machine a selector)", m.Name, m.Resource)
-	}
-	return inf.For(m.Resource), nil
-}
-
 func newRunner(e *Engine, m *machine.Machine) (*runner, error) {
-	inf, err := MachineInformer(e.o.Informers, m)
+	o, err := ownObjects(e.o.Informers, m)
 	if err != nil {
 		return nil, err
 	}
 	r := &runner{
-		e: e, m: m, inf: inf,
+		e: e, m: m, own: o,
 		limiter: newBackoffLimiter[string](m.Backoff),
 		hist:    newHistory(m.HistoryLimit),
 		log:     e.o.Log.With().Str("machine", m.Name).Logger(),
@@ -221,12 +205,12 @@ func newRunner(e *Engine, m *machine.Machine) (*runner, error) {
 			}
 		},
 	}
-	if m.HasSelector() {
-		if err := e.o.Informers.AddHandler(r.inf, own); err != nil {
+	if m.HasSelector() && o.match == nil {
+		if err := e.o.Informers.AddHandler(o.inf, own); err != nil {
 			return nil, err
 		}
 	} else {
-		e.o.Informers.Notify(m.Resource, own)
+		e.o.Informers.Notify(m.Resource, o.handler(own))
 	}
 	for _, n := range m.RelatedOrder {
 		r.watchRelated(m.Related[n])
@@ -336,7 +320,7 @@ func (r *runner) triggerMapper(t machine.Trigger) (func(metav1.Object) []string,
 			return []string{u.GetName()}
 		}, nil
 	case "all":
-		return func(metav1.Object) []string { return r.inf.GetStore().ListKeys() }, nil
+		return func(metav1.Object) []string { return r.own.keys() }, nil
 	case "labels":
 		return func(u metav1.Object) []string {
 			l := u.GetLabels()
@@ -388,8 +372,11 @@ func (r *runner) whenHolds(obj any) bool {
 	if r.m.SelectorWhen == nil {
 		return true
 	}
-	u, ok := obj.(*unstructured.Unstructured)
-	return !ok || Selects(r.m, u.Object)
+	if u, ok := unwrap(obj).(*unstructured.Unstructured); ok {
+		return Selects(r.m, u.Object)
+	}
+	u, ok, err := r.own.unstructured(obj)
+	return err != nil || !ok || Selects(r.m, u.Object)
 }
 
 // selected reports whether labels match the machine's selector.
@@ -403,7 +390,7 @@ func (r *runner) add(key string) {
 }
 
 func (r *runner) enqueueAll() {
-	for _, k := range r.inf.GetStore().ListKeys() {
+	for _, k := range r.own.keys() {
 		r.add(k)
 	}
 }
@@ -423,7 +410,7 @@ func (r *runner) processNext(ctx context.Context) bool {
 	if r.m.SelectorWhen != nil {
 		// Keys come from triggers and timers too: the object as cached decides. One that
 		// stopped matching is not passed over again until an event lets it through.
-		if cached, ok, _ := r.inf.GetStore().GetByKey(key); ok && !r.whenHolds(cached) {
+		if cached, ok, _ := r.own.get(key); ok && !r.whenHolds(cached) {
 			r.queue.Forget(key)
 			return true
 		}
@@ -537,7 +524,7 @@ func (r *runner) enterTerminal(ctx context.Context, key string, st Step, obj *un
 // the transition through looplab/fsm (its callbacks run the actions), set the conditions and
 // write status when it changed. It returns the step and the object it worked on.
 func (r *runner) sync(ctx context.Context, key string) (Step, *unstructured.Unstructured) {
-	cached, exists, err := r.inf.GetStore().GetByKey(key)
+	u, exists, err := r.own.get(key)
 	if err != nil {
 		return ErrorStep(r.m, Step{}, err, r.queue.NumRequeues(key)), nil
 	}
@@ -549,7 +536,6 @@ func (r *runner) sync(ctx context.Context, key string) (Step, *unstructured.Unst
 		r.relIndex.forget(key)
 		return Step{Outcome: Done}, nil
 	}
-	u := cached.(*unstructured.Unstructured)
 	if r.stale(u) || !r.selected(u.GetLabels()) {
 		return Step{Outcome: Done}, nil
 	}

@@ -46,8 +46,6 @@ type Informers struct {
 	handlers []cache.ResourceEventHandlerRegistration
 	// typed are the resources cached as typed objects instead of unstructured (see CacheTyped).
 	typed map[schema.GroupVersionResource]cache.TransformFunc
-	// pruned shrink the unstructured objects of selector informers (see PruneSelected).
-	pruned map[schema.GroupVersionResource]func(*unstructured.Unstructured)
 	// optional are the resources the API server may not serve (see Optional).
 	optional *optionalSet
 	// apiTypes make an empty object of each resource cached typed (see CacheTyped).
@@ -56,6 +54,10 @@ type Informers struct {
 	// own are the informers built over them, which no factory starts.
 	listers map[schema.GroupVersionResource]cache.ListerWatcher
 	own     []cache.SharedIndexInformer
+	// selectable are the typed resources whose shared informer serves machines with a
+	// selector, and selections those machines' selections (see Selectable).
+	selectable map[schema.GroupVersionResource]Selectable
+	selections map[schema.GroupVersionResource][]func(obj any) bool
 }
 
 // NewInformers returns informers over client with no periodic resync: the engine is event-driven.
@@ -76,20 +78,13 @@ func NewInformers(client dynamic.Interface) *Informers {
 		factories: []dynamicinformer.DynamicSharedInformerFactory{f},
 		dispatch:  map[schema.GroupVersionResource]*dispatcher{},
 		typed:     map[schema.GroupVersionResource]cache.TransformFunc{},
-		pruned:    map[schema.GroupVersionResource]func(*unstructured.Unstructured){},
 		optional:  optional,
 		apiTypes:  map[schema.GroupVersionResource]func() runtime.Object{},
 		listers:   map[schema.GroupVersionResource]cache.ListerWatcher{},
-	}
-}
 
-// PruneSelected makes the selector informers of gvr (ForSelector, ForLabels) pass each
-// unstructured object through prune before caching it, to drop fields no machine, template or
-// driver reads (a pod's volumes, env, affinity...). Call it before those informers are created.
-func (i *Informers) PruneSelected(gvr schema.GroupVersionResource, prune func(*unstructured.Unstructured)) {
-	i.mu.Lock()
-	defer i.mu.Unlock()
-	i.pruned[gvr] = prune
+		selectable: map[schema.GroupVersionResource]Selectable{},
+		selections: map[schema.GroupVersionResource][]func(obj any) bool{},
+	}
 }
 
 // CacheTyped makes the informers of gvr cache typed objects (newObj's type) instead of
@@ -132,7 +127,9 @@ func (i *Informers) CacheTyped(gvr schema.GroupVersionResource, newObj func() ru
 		if _, err := stripManagedFields(out); err != nil {
 			return nil, err
 		}
-		if shrink != nil {
+		if full, ok := i.full(gvr, out); ok {
+			out = full
+		} else if shrink != nil {
 			out = shrink(out)
 		}
 		return out, nil
@@ -243,14 +240,7 @@ func (i *Informers) ForSelector(gvr schema.GroupVersionResource, selector labels
 		o.LabelSelector, o.FieldSelector = sel, fieldSelector
 	})
 	inf := f.ForResource(gvr).Informer()
-	prune := i.pruned[gvr]
-	_ = inf.SetTransform(func(obj any) (any, error) {
-		obj, err := stripManagedFields(obj)
-		if u, ok := obj.(*unstructured.Unstructured); ok && prune != nil {
-			prune(u)
-		}
-		return obj, err
-	})
+	_ = inf.SetTransform(stripManagedFields)
 	i.labelled[key] = inf
 	i.factories = append(i.factories, f)
 	return inf

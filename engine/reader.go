@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/client-go/tools/cache"
 
 	"github.com/draforge/draforge/engine/machine"
 )
@@ -25,7 +24,7 @@ type Reader struct {
 
 type readMachine struct {
 	m       *machine.Machine
-	inf     cache.SharedIndexInformer
+	own     *own
 	related map[string]relatedRef
 }
 
@@ -34,11 +33,11 @@ type readMachine struct {
 func NewReader(inf *Informers, machines []*machine.Machine) (*Reader, error) {
 	r := &Reader{machines: map[string]*readMachine{}}
 	for _, m := range machines {
-		own, err := MachineInformer(inf, m)
+		own, err := ownObjects(inf, m)
 		if err != nil {
 			return nil, err
 		}
-		rm := &readMachine{m: m, inf: own, related: map[string]relatedRef{}}
+		rm := &readMachine{m: m, own: own, related: map[string]relatedRef{}}
 		for _, n := range deriveRelated(m) {
 			rel, ok := m.Related[n]
 			if !ok {
@@ -58,13 +57,12 @@ func (r *Reader) State(_ context.Context, machineName, key string) (string, erro
 	if !ok {
 		return "", fmt.Errorf("%w %q", ErrUnknownMachine, machineName)
 	}
-	obj, exists, err := rm.inf.GetStore().GetByKey(key)
-	if err != nil || !exists {
-		return "", fmt.Errorf("%s %s: %w", machineName, key, ErrObjectNotFound)
+	u, exists, err := rm.own.get(key)
+	if err != nil {
+		return "", fmt.Errorf("%s %s: %w", machineName, key, err)
 	}
-	u, ok := obj.(*unstructured.Unstructured)
-	if !ok {
-		return "", fmt.Errorf("%s %s: cached as %T", machineName, key, obj)
+	if !exists {
+		return "", fmt.Errorf("%s %s: %w", machineName, key, ErrObjectNotFound)
 	}
 	now := time.Now
 	if r.Now != nil {

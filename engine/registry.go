@@ -60,7 +60,7 @@ func register[F any](m map[string]F, kind, name string, fn F) {
 }
 
 // Pruned declares a cache that drops fields of its objects (Informers.CacheTyped's shrink,
-// PruneSelected): machines that read a field it drops fail to load, naming the field.
+// Selectable's Full): machines that read a field it drops fail to load, naming the field.
 func (r *Registry) Pruned(p machine.Pruned) { r.pruned = append(r.pruned, p) }
 
 // Names lists what is registered, for the machine loader's validation.

@@ -48,7 +48,7 @@ func TestSelectorWhenSkipsObjects(t *testing.T) {
 	r.e.o.Observer = obs
 	r.queue = workqueue.NewTypedRateLimitingQueue[string](workqueue.DefaultTypedControllerRateLimiter[string]())
 	defer r.queue.ShutDown()
-	r.inf = cache.NewSharedIndexInformer(&cache.ListWatch{}, &unstructured.Unstructured{}, 0, cache.Indexers{})
+	r.own = &own{inf: cache.NewSharedIndexInformer(&cache.ListWatch{}, &unstructured.Unstructured{}, 0, cache.Indexers{})}
 
 	theirs, ours := widget("theirs", false), widget("ours", true)
 	if Selects(r.m, theirs.Object) || !Selects(r.m, ours.Object) {
@@ -69,7 +69,7 @@ func TestSelectorWhenSkipsObjects(t *testing.T) {
 	r.queue.Done("ns/ours")
 
 	// A trigger queues the rejected object's key: the cached object decides, no pass runs.
-	if err := r.inf.GetStore().Add(theirs); err != nil {
+	if err := r.own.inf.GetStore().Add(theirs); err != nil {
 		t.Fatal(err)
 	}
 	r.queue.Add("ns/theirs")

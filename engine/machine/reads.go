@@ -17,12 +17,13 @@ const (
 	// CacheShared is the resource's shared informer (and its per-name and per-namespace
 	// informers): related objects, triggers, and the objects of a machine without a selector.
 	CacheShared Cache = iota
-	// CacheSelected is a machine's own informer over the objects its selector picks.
+	// CacheSelected is the form a machine's selected objects are cached in: a selector
+	// informer of its own, or the shared typed informer's full form (engine.Selectable).
 	CacheSelected
 )
 
 // Pruned tells the loader that one cache of a resource drops fields before caching (see
-// engine.Informers.CacheTyped and PruneSelected): a machine that reads any other field of those
+// engine.Informers.CacheTyped and Selectable): a machine that reads any other field of those
 // objects would silently see it missing, so loading it is an error naming the field. The
 // engine knows no resource; the drivers that prune declare what they keep.
 type Pruned struct {
