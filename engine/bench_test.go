@@ -67,7 +67,7 @@ func testRunner(tb testing.TB, src string, reg *Registry, now time.Time) *runner
 	if err != nil {
 		tb.Fatal(err)
 	}
-	e := &Engine{o: Options{Registry: reg, Observer: nopObserver{}, Now: func() time.Time { return now }}}
+	e := &Engine{o: Options{Registry: reg, Informers: NewInformers(nil), Observer: nopObserver{}, Now: func() time.Time { return now }}}
 	return &runner{e: e, m: ms[0], hist: newHistory(20), events: ms[0].FSMEvents(), related: map[string]relatedRef{}}
 }
 

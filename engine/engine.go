@@ -158,8 +158,6 @@ type runner struct {
 	// machine without status conditions (or whose terminal status write failed) stays terminal
 	// until the object changes.
 	terminal sync.Map // key -> terminalMark
-	// written holds the resourceVersion of our last status write per key (see expect).
-	written sync.Map
 	// events describe the machine to looplab/fsm (built once).
 	events fsm.Events
 	// related are the machine's related objects with their informers; relIndex maps them
@@ -531,7 +529,7 @@ func (r *runner) sync(ctx context.Context, key string) (Step, *unstructured.Unst
 	if !exists {
 		r.hist.forget(key)
 		r.terminal.Delete(key)
-		r.written.Delete(key)
+		r.e.o.Informers.Writes().Forget(r.m.Resource, key)
 		r.limiter.Forget(key)
 		r.relIndex.forget(key)
 		return Step{Outcome: Done}, nil

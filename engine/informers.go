@@ -58,7 +58,13 @@ type Informers struct {
 	// selector, and selections those machines' selections (see Selectable).
 	selectable map[schema.GroupVersionResource]Selectable
 	selections map[schema.GroupVersionResource][]func(obj any) bool
+	// writes are this process's writes the caches have not shown yet.
+	writes Writes
 }
+
+// Writes is the memory of this process's own writes that these informers' caches lag (see
+// Writes): one for the machines and the drivers.
+func (i *Informers) Writes() *Writes { return &i.writes }
 
 // NewInformers returns informers over client with no periodic resync: the engine is event-driven.
 // Their lists and watches wait out an unreachable API server instead of backing off (see

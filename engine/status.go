@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
-	"strconv"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -113,27 +112,16 @@ func (r *runner) writeStatus(ctx context.Context, obj *unstructured.Unstructured
 	return err
 }
 
-// expect remembers the resourceVersion our write produced. Until the cache has caught up with
-// it, a pass would decide on stale state and repeat the write; the watch event of the write
-// enqueues the key again anyway.
+// expect remembers the resourceVersion our write produced (Informers.Writes). Until the cache
+// has caught up with it, a pass would decide on stale state and repeat the write; the watch
+// event of the write enqueues the key again anyway.
 func (r *runner) expect(obj *unstructured.Unstructured, rv string) {
-	if v, err := strconv.ParseUint(rv, 10, 64); err == nil {
-		r.written.Store(cacheKey(obj), v)
-	}
+	r.e.o.Informers.Writes().Wrote(r.m.Resource, cacheKey(obj), rv, "")
 }
 
 // stale reports whether the cached object is older than our last write of it.
 func (r *runner) stale(obj *unstructured.Unstructured) bool {
-	want, ok := r.written.Load(cacheKey(obj))
-	if !ok {
-		return false
-	}
-	have, err := strconv.ParseUint(obj.GetResourceVersion(), 10, 64)
-	if err != nil || have >= want.(uint64) {
-		r.written.Delete(cacheKey(obj))
-		return false
-	}
-	return true
+	return r.e.o.Informers.Writes().Lags(r.m.Resource, cacheKey(obj), obj)
 }
 
 func cacheKey(obj *unstructured.Unstructured) string {

@@ -34,8 +34,11 @@ type Driver struct {
 	// Pods finds the pods using a claim (the cluster view's pod index).
 	Pods *clusterview.Pods
 	// Mode says who allocates standalone claims.
-	Mode      Mode
-	kube      kubernetes.Interface
+	Mode Mode
+	kube kubernetes.Interface
+	// writes is the process's memory of its writes the caches lag (Informers.Writes): the
+	// claim machine passes over an allocated claim only once the cache shows the allocation.
+	writes    *engine.Writes
 	allocated prometheus.Counter
 
 	// PodNamespaces are where allocation pods may be created (--pod-namespaces).
@@ -54,6 +57,7 @@ func Register(reg *engine.Registry, inf *engine.Informers, kube kubernetes.Inter
 		Allocator: allocator.New(opts),
 		Mode:      mode,
 		kube:      kube,
+		writes:    inf.Writes(),
 		allocated: prometheus.NewCounter(prometheus.CounterOpts{Name: "draforge_controller_allocations_total",
 			Help: "Standalone ResourceClaims allocated: by the simulator's allocator (--allocator simulator, counted after the status write) " +
 				"or by kube-scheduler for an allocation pod (--allocator kube-scheduler, counted when the claim is taken over and the pod deleted)."}),
@@ -144,7 +148,8 @@ func (d *Driver) allocate(ctx context.Context, obj *unstructured.Unstructured) e
 		return engine.Pending("KubeSchedulerAllocates", "--allocator "+string(d.Mode)+": the simulator does not allocate", 0)
 	}
 	if d.Allocator.InFlight(claim.UID) {
-		// A write of ours for this claim succeeded or had an unknown outcome; settle that first.
+		// A write of ours for this claim had an unknown outcome (a successful one is in
+		// Informers.Writes: the engine passes over the claim only once the cache shows it).
 		done, err := d.settleInFlight(ctx, claim)
 		if err != nil || done {
 			return err
@@ -162,7 +167,8 @@ func (d *Driver) allocate(ctx context.Context, obj *unstructured.Unstructured) e
 	result.AllocationTimestamp = &now
 	claim = claim.DeepCopy()
 	claim.Status.Allocation = result
-	if _, err := d.kube.ResourceV1().ResourceClaims(claim.Namespace).UpdateStatus(ctx, claim, metav1.UpdateOptions{}); err != nil {
+	written, err := d.kube.ResourceV1().ResourceClaims(claim.Namespace).UpdateStatus(ctx, claim, metav1.UpdateOptions{})
+	if err != nil {
 		// Only a definite rejection frees the devices: after a timeout or a dropped connection
 		// the write may have landed, and releasing would let another claim take the same devices.
 		if definitelyRejected(err) {
@@ -170,6 +176,7 @@ func (d *Driver) allocate(ctx context.Context, obj *unstructured.Unstructured) e
 		}
 		return err
 	}
+	d.writes.Wrote(gvr.ResourceClaims, claim.Namespace+"/"+claim.Name, written.ResourceVersion, "")
 	d.allocated.Inc()
 	return nil
 }

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -48,26 +47,18 @@ type Driver struct {
 	slices cache.SharedIndexInformer
 	nodes  cache.SharedIndexInformer
 	now    func() time.Time
-	// expect holds, per slice name, the resourceVersion of our last write (0 for a delete)
-	// until the slice cache shows it, so a pass never plans on a cache that lags our writes.
-	expectMu sync.Mutex
-	expect   map[string]expectation
+	// writes are the process's writes the caches lag (Informers.Writes): a pass never plans
+	// on a slice cache that has not shown its pool's last writes.
+	writes *engine.Writes
 	// settled holds, per pool UID, the inputs of its last plan that left nothing to write.
 	settledMu sync.Mutex
 	settled   map[types.UID]*settledPlan
 }
 
-// expectation is a write of ours to a slice not yet seen by the slice cache.
-type expectation struct {
-	rv uint64
-	// pool is the UID of the pool whose pass wrote it.
-	pool types.UID
-}
-
 // Register adds the driver's indexes to the informers and its functions to reg.
 func Register(reg *engine.Registry, inf *engine.Informers, kube kubernetes.Interface, dyn dynamic.Interface) (*Driver, error) {
 	d := &Driver{kube: kube, dyn: dyn, inf: inf, pools: inf.For(gvr.SimulatedDevicePools), slices: inf.For(gvr.ResourceSlices),
-		nodes: inf.For(gvr.Nodes), now: time.Now, expect: map[string]expectation{},
+		nodes: inf.For(gvr.Nodes), now: time.Now, writes: inf.Writes(),
 		settled: map[types.UID]*settledPlan{}}
 	if err := d.slices.AddIndexers(sliceIndexers); err != nil {
 		return nil, err
@@ -381,56 +372,25 @@ func writeAll[T any](ctx context.Context, items []T, write func(context.Context,
 
 // await records a write of pool's pass to slice name: rv "" for a delete.
 func (d *Driver) await(pool types.UID, name, rv string) {
-	v, err := strconv.ParseUint(rv, 10, 64)
-	if rv != "" && err != nil {
-		return // not a number: cannot compare, do not wait
-	}
-	d.expectMu.Lock()
-	d.expect[name] = expectation{rv: v, pool: pool}
-	d.expectMu.Unlock()
+	d.writes.Wrote(gvr.ResourceSlices, name, rv, string(pool))
 }
 
 // lagging returns a slice written by pool's passes that the cache has not caught up with.
 func (d *Driver) lagging(pool types.UID) (string, bool) {
-	d.expectMu.Lock()
-	var names []string
-	for name, e := range d.expect {
-		if e.pool == pool {
-			names = append(names, name)
-		}
-	}
-	d.expectMu.Unlock()
-	for _, name := range names {
-		if d.awaited(name) {
-			return name, true
-		}
-	}
-	return "", false
+	return d.writes.LaggingBy(gvr.ResourceSlices, string(pool), d.cachedSlice)
 }
 
 // awaited reports whether the slice cache still lags a write of ours to name.
 func (d *Driver) awaited(name string) bool {
-	d.expectMu.Lock()
-	defer d.expectMu.Unlock()
-	e, ok := d.expect[name]
-	if !ok {
-		return false
+	return d.writes.Lags(gvr.ResourceSlices, name, d.cachedSlice(name))
+}
+
+// cachedSlice is the slice cache's object called name, nil when it has none.
+func (d *Driver) cachedSlice(name string) any {
+	if o, ok, _ := d.slices.GetStore().GetByKey(name); ok {
+		return o
 	}
-	want := e.rv
-	o, exists, _ := d.slices.GetStore().GetByKey(name)
-	caught := !exists && want == 0
-	if exists && want > 0 {
-		m, err := meta.Accessor(o)
-		if err != nil {
-			return false // not an object: cannot compare, do not wait
-		}
-		have, err := strconv.ParseUint(m.GetResourceVersion(), 10, 64)
-		caught = err != nil || have >= want
-	}
-	if caught {
-		delete(d.expect, name)
-	}
-	return !caught
+	return nil
 }
 
 func (d *Driver) recordStatus(ctx context.Context, obj *unstructured.Unstructured) error {

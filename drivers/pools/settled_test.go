@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/draforge/draforge/drivers/simdevice/pooltest"
+	"github.com/draforge/draforge/engine"
 )
 
 // cachedDriver is a driver over informers whose stores the test fills, with the driver's
@@ -21,7 +22,7 @@ func cachedDriver(t *testing.T) *Driver {
 		slices:  cache.NewSharedIndexInformer(&cache.ListWatch{}, &resourcev1.ResourceSlice{}, 0, cache.Indexers{}),
 		nodes:   cache.NewSharedIndexInformer(&cache.ListWatch{}, &corev1.Node{}, 0, cache.Indexers{}),
 		pools:   cache.NewSharedIndexInformer(&cache.ListWatch{}, &unstructured.Unstructured{}, 0, cache.Indexers{}),
-		expect:  map[string]expectation{},
+		writes:  &engine.Writes{},
 		settled: map[types.UID]*settledPlan{},
 	}
 	if err := d.slices.AddIndexers(sliceIndexers); err != nil {
