@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
-	"k8s.io/client-go/rest"
 
 	"github.com/draforge/draforge/drivers/compactpod"
 	"github.com/draforge/draforge/drivers/compactslice"
@@ -109,43 +108,3 @@ func TestTypedCachesShareObjects(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
-
-// TestKubeConfig: the drivers' typed client asks for protobuf (JSON still accepted) and keeps
-// everything else of the config, which stays as it was.
-func TestKubeConfig(t *testing.T) {
-	cfg := &rest.Config{Host: "https://example", QPS: 7, Burst: 9, UserAgent: "ua"}
-	got := KubeConfig(cfg)
-	if got.ContentType != runtime.ContentTypeProtobuf || got.AcceptContentTypes != runtime.ContentTypeProtobuf+","+runtime.ContentTypeJSON {
-		t.Fatalf("content type %q, accept %q", got.ContentType, got.AcceptContentTypes)
-	}
-	if got.Host != cfg.Host || got.QPS != 7 || got.Burst != 9 || got.UserAgent != "ua" {
-		t.Fatalf("config not kept: %+v", got)
-	}
-	if cfg.ContentType != "" || cfg.AcceptContentTypes != "" {
-		t.Fatalf("the given config changed: %+v", cfg)
-	}
-}
-
-// TestPrunePodKeepsSchedulerReasonWhileUnbound: the pod cache keeps kube-scheduler's
-// PodScheduled condition of a pod it has not bound (explain and the serve views show why it
-// waits) and drops it once the pod is bound.
-func TestPrunePodKeepsSchedulerReasonWhileUnbound(t *testing.T) {
-	unschedulable := corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "Unschedulable",
-		Message: "0/2 nodes are available: 2 Insufficient cpu.", LastTransitionTime: metav1.Now()}
-	pending := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns"},
-		Status: corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{
-			{Type: corev1.PodReadyToStartContainers, Status: corev1.ConditionFalse}, unschedulable}}}
-	c, ok := prunePod(pending).(*compactpod.Pod)
-	if !ok || c.Scheduled == nil || c.Scheduled.Reason != "Unschedulable" || c.Scheduled.Message != unschedulable.Message {
-		t.Fatalf("unbound pod: Scheduled %+v", c.Scheduled)
-	}
-	if got := c.Expand().Status.Conditions; len(got) != 1 || got[0].Type != corev1.PodScheduled {
-		t.Errorf("expanded conditions %+v, want only PodScheduled", got)
-	}
-	bound := pending.DeepCopy()
-	bound.Spec.NodeName = "node-a"
-	bound.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionTrue}}
-	if c := prunePod(bound).(*compactpod.Pod); c.Scheduled != nil {
-		t.Errorf("bound pod keeps %+v", c.Scheduled)
-	}
-}

@@ -256,7 +256,7 @@ func (f podFacts) Observe(name string) (engine.Fact, error) { return f[name], ni
 func (f podFacts) Related(string) map[string]any            { return nil }
 
 // TestPodMachineReadsOnlyWhatTheCacheKeeps: the pod machine's pods are cached pruned
-// (drivers/pods.Prune): an edited pod.cue that reads a field the cache drops fails to load,
+// (drivers/clusterview.MachinePod): an edited pod.cue that reads a field the cache drops fails to load,
 // naming the field and where it is read, instead of silently seeing it missing.
 func TestPodMachineReadsOnlyWhatTheCacheKeeps(t *testing.T) {
 	src, err := fs.ReadFile(machines.FS, "pod.cue")
@@ -269,7 +269,7 @@ func TestPodMachineReadsOnlyWhatTheCacheKeeps(t *testing.T) {
 			`		{state: "terminating", when: deleting: true},
 		{state: "failed", when: field: "spec.initContainers"},`,
 			`machine pod: derive[1].when.field: reads spec.initContainers of pods, which the cache of pods prunes ` +
-				`(drivers/pods.Prune keeps only apiVersion, kind, metadata, status, spec.nodeName, spec.resourceClaims, spec.schedulingGroup, spec.containers.name, spec.containers.image, spec.containers.resources)`},
+				`(drivers/clusterview.MachinePod keeps only apiVersion, kind, metadata, status, spec.nodeName, spec.resourceClaims, spec.schedulingGroup, spec.containers.name, spec.containers.image, spec.containers.resources)`},
 		{"container env in a template", `{{toJSON $c.image}},`, `{{toJSON $c.image}},\"env\":{{toJSON $c.env}},`,
 			`patch.status.containerStatuses: reads spec.containers.env of pods`},
 	} {

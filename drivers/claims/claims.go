@@ -49,7 +49,9 @@ type Driver struct {
 // opts configure the allocator (zero: kube-scheduler's 1.37 defaults; opts.Objects is what it
 // reads of slices, classes, nodes and DeviceTaintRules, the cluster view in the controller);
 // mode says who allocates standalone claims ("" is the default, kube-scheduler).
-func Register(reg *engine.Registry, inf *engine.Informers, kube kubernetes.Interface, metrics prometheus.Registerer, opts allocator.Options, mode Mode) (*Driver, error) {
+func Register(reg *engine.Registry, view *clusterview.View, kube kubernetes.Interface, metrics prometheus.Registerer, opts allocator.Options, mode Mode) (*Driver, error) {
+	inf := view.Informers
+	opts.Objects = view.Objects
 	if mode == "" {
 		mode = KubeScheduler
 	}
@@ -71,11 +73,7 @@ func Register(reg *engine.Registry, inf *engine.Informers, kube kubernetes.Inter
 	// Slices, classes, nodes and DeviceTaintRules are read from the cluster view
 	// (opts.Objects); claims feed the allocator's record of held devices and writes in flight.
 	engine.Feed(inf, gvr.ResourceClaims, a.UpsertClaim, a.DeleteClaim)
-	pods, err := clusterview.NewPods(inf)
-	if err != nil {
-		return nil, err
-	}
-	d.Pods = pods
+	d.Pods = view.Pods
 	reg.Observation("claimNeedsSimulatedAllocation", d.needsSimulatedAllocation)
 	reg.Action("allocateClaim", d.allocate)
 	reg.Observation("claimNeedsAllocationPod", d.needsAllocationPod)

@@ -11,7 +11,7 @@ import (
 )
 
 // Objects are the allocator's inputs besides claims (allocator.Objects) read straight from the
-// informers' caches, in the forms drivers.CacheTyped gives them: compact slices, typed classes,
+// informers' caches, in the forms Forms gives them: compact slices, typed classes,
 // pruned nodes, typed DeviceTaintRules. Nothing is mirrored, and a pass started by an event
 // sees the object of that event (an informer updates its store before it notifies).
 type Objects struct {

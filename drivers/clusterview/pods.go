@@ -21,7 +21,7 @@ import (
 const byClaim = "draforge.oaslananka/claim"
 
 // Pods finds the pods that use a claim by index on the shared pod informer's cache (compact
-// pods, drivers.CacheTyped), instead of a second map of the same pods.
+// pods, clusterview.Forms), instead of a second map of the same pods.
 type Pods struct {
 	indexer cache.Indexer
 }

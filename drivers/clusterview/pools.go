@@ -1,7 +1,3 @@
-// Package clusterview is the controller's one view of the cluster, shared by the drivers that
-// read it instead of each keeping a private copy of an informer's objects. It holds, so far,
-// the SimulatedDevicePools decoded and defaulted once per informer event (the pod and binding
-// drivers each decoded every pool event before).
 package clusterview
 
 import (

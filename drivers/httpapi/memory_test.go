@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/draforge/draforge/drivers"
+	"github.com/draforge/draforge/drivers/clusterview"
 	"github.com/draforge/draforge/engine"
 	"github.com/draforge/draforge/machines"
 	"github.com/draforge/draforge/test/bench"
@@ -36,8 +37,8 @@ func serveMemory(kind string, n int) (float64, error) {
 	defer cancel()
 	before := bench.LiveHeap()
 	informers := engine.NewInformers(client)
-	drivers.ListTyped(informers, kube)
-	drivers.CacheTyped(informers)
+	clusterview.ListTyped(informers, kube)
+	clusterview.Forms(informers)
 	names, err := drivers.Names()
 	if err != nil {
 		return 0, err

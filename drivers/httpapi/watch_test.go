@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 
-	"github.com/draforge/draforge/drivers"
+	"github.com/draforge/draforge/drivers/clusterview"
 	"github.com/draforge/draforge/drivers/gvr"
 	"github.com/draforge/draforge/drivers/inventory"
 	"github.com/draforge/draforge/drivers/simdevice"
@@ -121,7 +121,7 @@ func TestCaptureKeepsItsObjects(t *testing.T) {
 		gvr.ResourceClaims: "ResourceClaimList", gvr.Pods: "PodList", gvr.Nodes: "NodeList",
 	}, slice("a", "1"), slice("b", "1"))
 	inf := engine.NewInformers(dyn)
-	drivers.CacheTyped(inf)
+	clusterview.Forms(inf)
 	w := &Watcher{Informers: inf}
 	if err := w.Register(); err != nil {
 		t.Fatal(err)

@@ -23,14 +23,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/dynamic-resource-allocation/resourceclaim"
 
 	"github.com/draforge/draforge/drivers/clusterview"
-	"github.com/draforge/draforge/drivers/compactpod"
 	"github.com/draforge/draforge/drivers/compactslice"
 	"github.com/draforge/draforge/drivers/devicestatus"
 	"github.com/draforge/draforge/drivers/gvr"
@@ -423,59 +421,6 @@ func (d *Driver) unprepare(ctx context.Context, obj *unstructured.Unstructured) 
 		}
 	}
 	return nil
-}
-
-// Prune keeps of a pod what the pod machine and this driver read: metadata, status, and of the
-// spec keptSpec and each container's keptContainer (claims, extended resources). It is the form
-// the shared pod cache holds the pod machine's pods in (engine.Selectable), so the rest
-// (volumes, env, affinity, ...) does not multiply the controller's memory. Kept declares the same
-// to the machine loader: a pod machine that reads another spec field fails to load instead of
-// silently seeing it missing. It changes o, a pod just decoded for the cache.
-func Prune(o runtime.Object) runtime.Object {
-	p, ok := o.(*corev1.Pod)
-	if !ok {
-		return o
-	}
-	spec := corev1.PodSpec{NodeName: p.Spec.NodeName, ResourceClaims: p.Spec.ResourceClaims, SchedulingGroup: p.Spec.SchedulingGroup}
-	for _, c := range p.Spec.Containers {
-		spec.Containers = append(spec.Containers, corev1.Container{Name: c.Name, Image: c.Image, Resources: c.Resources})
-	}
-	p.Spec = spec
-	return p
-}
-
-// SelectableFields are the fields of a cached pod (either form the shared cache holds) that a
-// pod machine's field selector may test, named as the API server's pod field selectors.
-func SelectableFields(obj any) fields.Set {
-	switch p := obj.(type) {
-	case *corev1.Pod:
-		return fields.Set{"metadata.name": p.Name, "metadata.namespace": p.Namespace,
-			"spec.nodeName": p.Spec.NodeName, "status.phase": string(p.Status.Phase)}
-	case *compactpod.Pod:
-		return fields.Set{"metadata.name": p.Name, "metadata.namespace": p.Namespace,
-			"spec.nodeName": p.NodeName, "status.phase": string(p.Phase)}
-	}
-	return nil
-}
-
-// What Prune keeps of a pod's spec, and of each of its containers.
-var (
-	keptSpec      = []string{"nodeName", "resourceClaims", "schedulingGroup"}
-	keptContainer = []string{"name", "image", "resources"}
-)
-
-// Kept are the paths Prune keeps (see machine.Pruned): everything but the spec, and of the
-// spec keptSpec and each container's keptContainer (drivers' TestPrunedDeclaresWhatCachesKeep
-// holds the two to each other).
-func Kept() []string {
-	out := []string{"apiVersion", "kind", "metadata", "status"}
-	for _, k := range keptSpec {
-		out = append(out, "spec."+k)
-	}
-	for _, k := range keptContainer {
-		out = append(out, "spec.containers."+k)
-	}
-	return out
 }
 
 // isGone: the claim was deleted (or re-created under another UID) since the cache saw it.

@@ -22,6 +22,7 @@ import (
 
 	"github.com/draforge/draforge/drivers"
 	"github.com/draforge/draforge/drivers/claims"
+	"github.com/draforge/draforge/drivers/clusterview"
 	"github.com/draforge/draforge/drivers/podnamespaces"
 	"github.com/draforge/draforge/engine"
 	"github.com/draforge/draforge/engine/logging"
@@ -95,7 +96,7 @@ func NewReadOnly(cfg *rest.Config, o Options) (*Process, error) {
 	if err != nil {
 		return nil, err
 	}
-	drivers.CacheTyped(rt.Informers)
+	clusterview.Forms(rt.Informers)
 	names, err := drivers.Names()
 	if err != nil {
 		return nil, err
@@ -113,10 +114,10 @@ func newBase(cfg *rest.Config, o Options) (*Process, error) {
 	}
 	cfg.QPS, cfg.Burst = o.QPS, o.Burst
 	cfg.UserAgent = "draforge-" + o.Component + "/" + o.Version
-	// Built-in types over protobuf (drivers.KubeConfig). The dynamic client (our CRDs, the
+	// Built-in types over protobuf (clusterview.KubeConfig). The dynamic client (our CRDs, the
 	// machines' unstructured objects) can only speak JSON; its decoder validates and parses each
 	// object once (engine/unstructuredjson).
-	kube, err := kubernetes.NewForConfig(drivers.KubeConfig(cfg))
+	kube, err := kubernetes.NewForConfig(clusterview.KubeConfig(cfg))
 	if err != nil {
 		return nil, err
 	}
@@ -125,8 +126,7 @@ func newBase(cfg *rest.Config, o Options) (*Process, error) {
 		return nil, err
 	}
 	informers := engine.NewInformers(dyn)
-	drivers.OptionalResources(informers, log)
-	drivers.ListTyped(informers, kube)
+	clusterview.Watch(informers, kube, log)
 	return &Process{Log: log, Kube: kube, Dynamic: dyn, Informers: informers}, nil
 }
 

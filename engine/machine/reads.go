@@ -34,7 +34,7 @@ type Pruned struct {
 	// the matching elements). A read of an ancestor of a kept path is allowed: it is how
 	// templates walk down to the kept fields.
 	Keep []string
-	// By names the pruner, for messages (e.g. "drivers/pods.Prune").
+	// By names the pruner, for messages (e.g. "drivers/clusterview.MachinePod").
 	By string
 }
 

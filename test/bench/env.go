@@ -37,7 +37,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/draforge/draforge/drivers"
+	"github.com/draforge/draforge/drivers/clusterview"
 	"github.com/draforge/draforge/drivers/gvr"
 	"github.com/draforge/draforge/drivers/simdevice"
 	"github.com/draforge/draforge/drivers/simdevice/pooltest"
@@ -268,10 +268,10 @@ func inlineConfig(kubeconfig string) (*rest.Config, error) {
 }
 
 // asController is cfg with the QPS and burst given and the wire format of the controller's typed
-// client (drivers.KubeConfig, protobuf): the raw baselines write what the controller writes the
+// client (clusterview.KubeConfig, protobuf): the raw baselines write what the controller writes the
 // way it writes it.
 func asController(cfg *rest.Config, qps, burst int) *rest.Config {
-	c := drivers.KubeConfig(cfg)
+	c := clusterview.KubeConfig(cfg)
 	c.QPS, c.Burst = float32(qps), burst
 	return c
 }

@@ -24,6 +24,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/draforge/draforge/drivers"
+	"github.com/draforge/draforge/drivers/clusterview"
 	"github.com/draforge/draforge/drivers/gvr"
 	"github.com/draforge/draforge/drivers/simdevice"
 	"github.com/draforge/draforge/drivers/simdevice/pooltest"
@@ -138,10 +139,10 @@ var memoryGVRs = map[schema.GroupVersionResource]string{
 
 // MeasureMemory returns the heap bytes per object that the controller's caches hold for n
 // objects of kind: the engine's dynamic informers (managedFields stripped; slices, classes,
-// nodes and pods cached typed and shared with the allocator, see drivers.CacheTyped), the
+// nodes and pods cached typed and shared with the allocator, see clusterview.Forms), the
 // drivers' indexes and the allocator's typed claim copies, plus the engine's queues, built exactly as
 // `draforge controller` builds them, over fake clients (slices, nodes and pods listed by a typed
-// one as protobuf, see drivers.ListTyped). The live heap is read after
+// one as protobuf, see clusterview.ListTyped). The live heap is read after
 // GC with the fake client's own copies already counted in the baseline.
 func MeasureMemory(ctx context.Context, kind string, n int) (float64, error) {
 	objs, err := MemoryObjects(kind, n)
@@ -159,7 +160,7 @@ func MeasureMemory(ctx context.Context, kind string, n int) (float64, error) {
 
 	before := liveHeap()
 	inf := engine.NewInformers(client)
-	drivers.ListTyped(inf, kube)
+	clusterview.ListTyped(inf, kube)
 	reg := engine.NewRegistry()
 	if _, err := drivers.Register(reg, drivers.Deps{Dynamic: client, Informers: inf, Log: zerolog.Nop()}); err != nil {
 		return 0, err
@@ -174,13 +175,9 @@ func MeasureMemory(ctx context.Context, kind string, n int) (float64, error) {
 	if err := inf.Start(ctx); err != nil {
 		return 0, err
 	}
+	// Pods are cached once: bound ones in the pod machine's form (clusterview.MachinePod),
+	// which reads the shared pod informer.
 	want := n
-	if kind == "pods" {
-		// Bound pods are cached twice: compact for the drivers (drivers/compactpod), pruned
-		// and unstructured for the pod machine (the simulated kubelet writes their status),
-		// whose informer lists only pods with a spec.nodeName. The row is per pod, both caches.
-		want = 2 * n
-	}
 	if got := inf.Count(); got != want {
 		return 0, fmt.Errorf("cached %d objects, want %d", got, want)
 	}
@@ -196,7 +193,7 @@ func MeasureMemory(ctx context.Context, kind string, n int) (float64, error) {
 // MemoryClients returns fake clients serving n objects of kind (see MemoryObjects) the way a
 // process's clients receive them, for memory measurements of other processes' caches (serve):
 // the dynamic client as JSON (see decodeListsFromJSON), the typed one, which
-// drivers.ListTyped lists slices, nodes and pods with, as protobuf (see memoryKube).
+// clusterview.ListTyped lists slices, nodes and pods with, as protobuf (see memoryKube).
 func MemoryClients(kind string, n int) (*dynamicfake.FakeDynamicClient, *kubefake.Clientset, error) {
 	objs, err := MemoryObjects(kind, n)
 	if err != nil {

@@ -1,4 +1,4 @@
-package drivers
+package clusterview
 
 import (
 	"encoding/json"
@@ -15,9 +15,10 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
 
 	"github.com/draforge/draforge/drivers/allocationpod"
-	podsDriver "github.com/draforge/draforge/drivers/pods"
+	"github.com/draforge/draforge/drivers/compactpod"
 	"github.com/draforge/draforge/engine"
 	"github.com/draforge/draforge/engine/machine"
 )
@@ -39,15 +40,15 @@ func TestPrunedDeclaresWhatCachesKeep(t *testing.T) {
 			Containers: []corev1.Container{{Name: "c", Image: "img", Command: []string{"run"},
 				Env:       []corev1.EnvVar{{Name: "E", Value: "v"}},
 				Resources: corev1.ResourceRequirements{Claims: []corev1.ResourceClaim{{Name: "gpu"}}, Limits: corev1.ResourceList{"cpu": resource.MustParse("1")}}}},
-			ResourceClaims:  []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptr("t")}},
-			SchedulingGroup: &corev1.PodSchedulingGroup{PodGroupName: ptr("g")},
+			ResourceClaims:  []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ref("t")}},
+			SchedulingGroup: &corev1.PodSchedulingGroup{PodGroupName: ref("g")},
 			Volumes:         []corev1.Volume{{Name: "v"}},
 		},
 		Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.0.0.1", HostIP: "172.16.0.1", StartTime: &now,
 			Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, Reason: "r", Message: "m"},
 				{Type: corev1.PodReady, Status: corev1.ConditionTrue}},
 			ContainerStatuses:     []corev1.ContainerStatus{{Name: "c", Ready: true, Image: "img"}},
-			ResourceClaimStatuses: []corev1.PodResourceClaimStatus{{Name: "gpu", ResourceClaimName: ptr("p-gpu")}}},
+			ResourceClaimStatuses: []corev1.PodResourceClaimStatus{{Name: "gpu", ResourceClaimName: ref("p-gpu")}}},
 	}
 	node := &corev1.Node{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Node"},
 		ObjectMeta: metav1.ObjectMeta{Name: "n", UID: "nu", Labels: map[string]string{"example.io/sim": "true"}, Annotations: map[string]string{"a": "b"}},
@@ -74,7 +75,7 @@ func TestPrunedDeclaresWhatCachesKeep(t *testing.T) {
 		cache                    machine.Cache
 		in, out                  map[string]any
 	}{
-		{"pods, the pod machine's own", "pods", `selector: fields: "spec.nodeName!="`, machine.CacheSelected, full(pod), typed(podsDriver.Prune, pod)},
+		{"pods, the pod machine's own", "pods", `selector: fields: "spec.nodeName!="`, machine.CacheSelected, full(pod), typed(MachinePod, pod)},
 		{"pods, shared", "pods", "", machine.CacheShared, full(pod), typed(prunePod, pod)},
 		{"nodes, shared", "nodes", "", machine.CacheShared, full(node), typed(pruneNode, node)},
 	} {
@@ -155,11 +156,12 @@ machine: reader: {
 	]
 }
 `, resource, selector, strings.Join(rules, "\n"))
-	names, err := Names()
-	if err != nil {
-		t.Fatal(err)
+	reg := engine.NewRegistry()
+	for _, p := range Pruned() {
+		reg.Pruned(p)
 	}
-	_, err = machine.Load(fstest.MapFS{"r.cue": {Data: []byte(src)}}, names)
+	names := reg.Names()
+	_, err := machine.Load(fstest.MapFS{"r.cue": {Data: []byte(src)}}, names)
 	var list machine.Errors
 	if err != nil && !errors.As(err, &list) {
 		t.Fatal(err)
@@ -174,4 +176,46 @@ machine: reader: {
 	}
 	slices.Sort(got)
 	return slices.Compact(got)
+}
+
+func ref[T any](v T) *T { return &v }
+
+// TestKubeConfig: the drivers' typed client asks for protobuf (JSON still accepted) and keeps
+// everything else of the config, which stays as it was.
+func TestKubeConfig(t *testing.T) {
+	cfg := &rest.Config{Host: "https://example", QPS: 7, Burst: 9, UserAgent: "ua"}
+	got := KubeConfig(cfg)
+	if got.ContentType != runtime.ContentTypeProtobuf || got.AcceptContentTypes != runtime.ContentTypeProtobuf+","+runtime.ContentTypeJSON {
+		t.Fatalf("content type %q, accept %q", got.ContentType, got.AcceptContentTypes)
+	}
+	if got.Host != cfg.Host || got.QPS != 7 || got.Burst != 9 || got.UserAgent != "ua" {
+		t.Fatalf("config not kept: %+v", got)
+	}
+	if cfg.ContentType != "" || cfg.AcceptContentTypes != "" {
+		t.Fatalf("the given config changed: %+v", cfg)
+	}
+}
+
+// TestPrunePodKeepsSchedulerReasonWhileUnbound: the pod cache keeps kube-scheduler's
+// PodScheduled condition of a pod it has not bound (explain and the serve views show why it
+// waits) and drops it once the pod is bound.
+func TestPrunePodKeepsSchedulerReasonWhileUnbound(t *testing.T) {
+	unschedulable := corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "Unschedulable",
+		Message: "0/2 nodes are available: 2 Insufficient cpu.", LastTransitionTime: metav1.Now()}
+	pending := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns"},
+		Status: corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{
+			{Type: corev1.PodReadyToStartContainers, Status: corev1.ConditionFalse}, unschedulable}}}
+	c, ok := prunePod(pending).(*compactpod.Pod)
+	if !ok || c.Scheduled == nil || c.Scheduled.Reason != "Unschedulable" || c.Scheduled.Message != unschedulable.Message {
+		t.Fatalf("unbound pod: Scheduled %+v", c.Scheduled)
+	}
+	if got := c.Expand().Status.Conditions; len(got) != 1 || got[0].Type != corev1.PodScheduled {
+		t.Errorf("expanded conditions %+v, want only PodScheduled", got)
+	}
+	bound := pending.DeepCopy()
+	bound.Spec.NodeName = "node-a"
+	bound.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionTrue}}
+	if c := prunePod(bound).(*compactpod.Pod); c.Scheduled != nil {
+		t.Errorf("bound pod keeps %+v", c.Scheduled)
+	}
 }
