@@ -218,14 +218,13 @@ func newRunner(e *Engine, m *machine.Machine) (*runner, error) {
 		if err != nil {
 			return nil, err
 		}
-		handler := func(obj any) {
+		keys := func(obj any) []string {
 			if o := ObjectMeta(obj); o != nil {
-				for _, k := range mapFn(o) {
-					r.add(k)
-				}
+				return mapFn(o)
 			}
+			return nil
 		}
-		h := triggerHandler(t, handler)
+		h := triggerHandler(t, keys, r.add)
 		if t.Name != "" {
 			if err := e.o.Informers.AddHandler(e.o.Informers.ForName(t.Resource, "", t.Name), h); err != nil {
 				return nil, err
@@ -237,16 +236,27 @@ func newRunner(e *Engine, m *machine.Machine) (*runner, error) {
 	return r, nil
 }
 
-// triggerHandler calls fire for the changes t fires on (its on list and fields).
-func triggerHandler(t machine.Trigger, fire func(obj any)) cache.ResourceEventHandlerFuncs {
+// triggerHandler adds the keys an object maps to (keys) for the changes t fires on (its on
+// list and fields). An update is mapped before its fields are compared: comparing a typed
+// object's fields converts it, and most pod updates map to no claim at all.
+func triggerHandler(t machine.Trigger, keys func(obj any) []string, add func(key string)) cache.ResourceEventHandlerFuncs {
+	fire := func(obj any) {
+		for _, k := range keys(obj) {
+			add(k)
+		}
+	}
 	var h cache.ResourceEventHandlerFuncs
 	if t.FiresOn(machine.TriggerAdd) {
 		h.AddFunc = fire
 	}
 	if t.FiresOn(machine.TriggerUpdate) {
 		h.UpdateFunc = func(old, cur any) {
-			if len(t.Fields) == 0 || t.Changed(asMap(old), asMap(cur)) {
-				fire(cur)
+			ks := keys(cur)
+			if len(ks) == 0 || (len(t.Fields) > 0 && !t.Changed(asMap(old), asMap(cur))) {
+				return
+			}
+			for _, k := range ks {
+				add(k)
 			}
 		}
 	}

@@ -17,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
@@ -72,7 +73,23 @@ func Register(reg *engine.Registry, view *clusterview.View, kube kubernetes.Inte
 	a := d.Allocator
 	// Slices, classes, nodes and DeviceTaintRules are read from the cluster view
 	// (opts.Objects); claims feed the allocator's record of held devices and writes in flight.
-	engine.Feed(inf, gvr.ResourceClaims, a.UpsertClaim, a.DeleteClaim)
+	inf.Feed(gvr.ResourceClaims, cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if c, ok := heldOnly(obj); ok {
+				a.UpsertClaim(c)
+			}
+		},
+		UpdateFunc: func(_, obj any) {
+			if c, ok := heldOnly(obj); ok {
+				a.UpsertClaim(c)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if c, ok := heldOnly(obj); ok {
+				a.DeleteClaim(c)
+			}
+		},
+	})
 	d.Pods = view.Pods
 	reg.Observation("claimNeedsSimulatedAllocation", d.needsSimulatedAllocation)
 	reg.Action("allocateClaim", d.allocate)
@@ -236,4 +253,27 @@ func (d *Driver) pendingClaims(metav1.Object) []cache.ObjectName {
 		}
 	}
 	return keys
+}
+
+// heldOnly converts what the allocator keeps of an informer's claim (its name, UID, deletion and
+// allocation): the claim machine caches claims unstructured, and converting the whole claim, its
+// spec above all, on every claim event was most of the allocator's feeding cost.
+func heldOnly(obj any) (*resourcev1.ResourceClaim, bool) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return engine.Typed[resourcev1.ResourceClaim](obj)
+	}
+	c := &resourcev1.ResourceClaim{}
+	c.Namespace, c.Name, c.UID, c.DeletionTimestamp = u.GetNamespace(), u.GetName(), u.GetUID(), u.GetDeletionTimestamp()
+	if alloc, ok, _ := unstructured.NestedFieldNoCopy(u.Object, "status", "allocation"); ok && alloc != nil {
+		m, ok := alloc.(map[string]any)
+		c.Status.Allocation = &resourcev1.AllocationResult{}
+		if !ok || runtime.DefaultUnstructuredConverter.FromUnstructured(m, c.Status.Allocation) != nil {
+			return nil, false
+		}
+	}
+	return c, true
 }
