@@ -186,7 +186,7 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 			c.Procs = append(c.Procs, &Proc{Name: x, Bin: bins[x], Args: append(common,
 				"--service-account-private-key-file="+certs.SAKey, "--root-ca-file="+certs.CACert,
 				"--use-service-account-credentials=false",
-				"--controllers="+strings.Join(Controllers, ","),
+				"--controllers="+strings.Join(append(slices.Clone(Controllers), profile.Controllers...), ","),
 				// The default 20 QPS would let the node lifecycle controller mark 100 silent
 				// nodes Unknown (status, NoSchedule and NoExecute taint writes) ~15s late.
 				"--kube-api-qps=200", "--kube-api-burst=400")})

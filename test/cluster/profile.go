@@ -16,6 +16,9 @@ type Profile struct {
 	Doc   string
 	Gates []Gate
 	APIs  []API
+	// Controllers are the kube-controller-manager controllers the profile's gates bring, run
+	// beside Controllers.
+	Controllers []string
 }
 
 // Gate is a feature gate turned on, with the KEP it belongs to and its stage in the release.
@@ -62,6 +65,9 @@ var Profiles = []Profile{
 			{"scheduling.k8s.io/v1beta1", "4671, 5729"},
 			{"scheduling.k8s.io/v1alpha3", "4671, 6012"},
 		},
+		// Removes a PodGroup's scheduling.k8s.io/podgroup-protection finalizer once no pod of
+		// the group runs; without it a deleted PodGroup, and the claims it owns, stay.
+		Controllers: []string{"podgroup-protection-controller"},
 	},
 }
 

@@ -30,7 +30,10 @@ var outcomeLine = regexp.MustCompile(`(?m)^# outcome: (\S+) (allocated|pending)(
 //	# outcome: pod <name> evicted            removed (e.g. by the device-taint eviction)
 //	# outcome: job <name> complete           Complete, and its pods' claims freed
 //	# outcome: deployment <name> running <n> pending <m>
-var workloadLine = regexp.MustCompile(`(?m)^# outcome: (pod|job|deployment) (\S+) (running|pending|evicted|complete)(?: (\S+))?(?: pending (\d+))?$`)
+//	# outcome: podgroup <name> running <n>   its n pods Running, its claims reserved for it
+//	# outcome: podgroup <name> pending <n>   none of its n pods placed, each told why
+//	# outcome: podgroup <name> ends          its pods and it deleted: its claims go too
+var workloadLine = regexp.MustCompile(`(?m)^# outcome: (pod|job|deployment|podgroup) (\S+) (running|pending|evicted|complete|ends)(?: (\S+))?(?: pending (\d+))?$`)
 
 // TestScenarios applies every example scenario to the real API server with a running
 // controller and asserts each claim's documented outcome. Claims are applied one at a time in
@@ -39,10 +42,40 @@ func TestScenarios(t *testing.T) {
 	e := newEnv(t)
 	e.Setup(t)
 	ctrl := startController(t)
-	files, _ := filepath.Glob("../../examples/scenarios/*.yaml")
+	files := scenarioFiles(t, "default")
 	if len(files) < 7 {
 		t.Fatalf("want at least 7 scenarios, found %d", len(files))
 	}
+	runScenarios(t, e, ctrl, files)
+}
+
+// profileLine names the control plane profile a scenario needs ("# profile: dra-all"); a
+// scenario without one runs on the default profile.
+var profileLine = regexp.MustCompile(`(?m)^# profile: (\S+)$`)
+
+// scenarioFiles returns the example scenarios that need the control plane profile.
+func scenarioFiles(t *testing.T, profile string) []string {
+	t.Helper()
+	files, _ := filepath.Glob("../../examples/scenarios/*.yaml")
+	var out []string
+	for _, f := range files {
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := "default"
+		if m := profileLine.FindSubmatch(src); m != nil {
+			want = string(m[1])
+		}
+		if want == profile {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// runScenarios applies each scenario file in turn and checks its outcomes.
+func runScenarios(t *testing.T, e *env, ctrl *controller, files []string) {
 	for _, f := range files {
 		t.Run(strings.TrimSuffix(filepath.Base(f), ".yaml"), func(t *testing.T) {
 			terminalBefore := ctrl.Metric(t, "draforge_controller_terminal_errors_total")
@@ -235,6 +268,8 @@ func (e *env) checkWorkload(t *testing.T, ns, kind, name, state, arg, pending st
 			got := fmt.Sprintf("%d running, %d pending", running, waiting)
 			return got == fmt.Sprintf("%s running, %s pending", arg, pending), "deployment " + name + ": " + got
 		})
+	case "podgroup running", "podgroup pending", "podgroup ends":
+		e.checkPodGroup(t, ns, name, state, arg)
 	default:
 		t.Fatalf("unknown outcome %s %s %s", kind, name, state)
 	}

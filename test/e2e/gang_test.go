@@ -1,0 +1,155 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/draforge/draforge/test/cluster"
+	"github.com/draforge/draforge/test/e2e/e2eutil"
+)
+
+// TestScenariosDRAAll runs the example scenarios that need the dra-all profile (gangs:
+// PodGroups and their claims) on a control plane of their own with that profile, the real
+// kube-scheduler and kube-controller-manager, and a controller.
+func TestScenariosDRAAll(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts its own control plane")
+	}
+	if e2eutil.ExistingCluster(os.Getenv) != "" {
+		t.Skip("needs a control plane with the dra-all profile")
+	}
+	files := scenarioFiles(t, "dra-all")
+	if len(files) == 0 {
+		t.Fatal("no example scenario needs the dra-all profile")
+	}
+	c, err := cluster.Start(t.Context(), cluster.Options{Dir: t.TempDir(), Log: os.Stderr, Extra: cluster.Workloads, Profile: "dra-all"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Stop() })
+	e := &env{e2eutil.NewEnv(t, c.Kubeconfig)}
+	e.Setup(t)
+	ctrl := e2eutil.StartController(t, c.Kubeconfig)
+	runScenarios(t, e, ctrl, files)
+}
+
+// checkPodGroup waits for a PodGroup's outcome (see workloadLine).
+func (e *env) checkPodGroup(t *testing.T, ns, name, state, count string) {
+	t.Helper()
+	ctx := t.Context()
+	members := func() ([]corev1.Pod, error) {
+		pods, err := e.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return nil, err
+		}
+		return slices.DeleteFunc(pods.Items, func(p corev1.Pod) bool {
+			return p.Spec.SchedulingGroup == nil || ptr.Deref(p.Spec.SchedulingGroup.PodGroupName, "") != name
+		}), nil
+	}
+	groups := e.Kube.SchedulingV1beta1().PodGroups(ns)
+	switch state {
+	case "running", "pending":
+		n, err := strconv.Atoi(count)
+		if err != nil {
+			t.Fatalf("podgroup %s %s: count %q", name, state, count)
+		}
+		eventually(t, 60*time.Second, func() (bool, string) {
+			pods, err := members()
+			if err != nil {
+				return false, err.Error()
+			}
+			if len(pods) != n {
+				return false, fmt.Sprintf("podgroup %s: %d pods, want %d", name, len(pods), n)
+			}
+			for i := range pods {
+				if state == "running" {
+					if ok, why := podRunning(&pods[i]); !ok {
+						return false, "podgroup " + name + ": " + why
+					}
+				} else if !unschedulable(&pods[i]) {
+					return false, fmt.Sprintf("podgroup %s: pod %s on %q conditions %+v", name, pods[i].Name, pods[i].Spec.NodeName, pods[i].Status.Conditions)
+				}
+			}
+			if state == "pending" {
+				return true, ""
+			}
+			// The group's own claims are allocated and reserved for the group, not its pods.
+			g, err := groups.Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			if len(g.Status.ResourceClaimStatuses) != len(g.Spec.ResourceClaims) {
+				return false, fmt.Sprintf("podgroup %s: claim statuses %+v", name, g.Status.ResourceClaimStatuses)
+			}
+			for _, s := range g.Status.ResourceClaimStatuses {
+				claim, err := e.Kube.ResourceV1().ResourceClaims(ns).Get(ctx, ptr.Deref(s.ResourceClaimName, ""), metav1.GetOptions{})
+				if err != nil {
+					return false, err.Error()
+				}
+				reserved := slices.ContainsFunc(claim.Status.ReservedFor, func(r resourcev1.ResourceClaimConsumerReference) bool {
+					return r.APIGroup == schedulingv1beta1.GroupName && r.Resource == "podgroups" && r.Name == name && r.UID == g.UID
+				})
+				if claim.Status.Allocation == nil || !reserved || len(claim.Status.ReservedFor) != 1 {
+					return false, fmt.Sprintf("podgroup %s: claim %s allocated %v reservedFor %+v", name, claim.Name, claim.Status.Allocation != nil, claim.Status.ReservedFor)
+				}
+			}
+			return true, ""
+		})
+		if state == "pending" {
+			// All or nothing: none is placed a while later either.
+			time.Sleep(2 * time.Second)
+			pods, err := members()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range pods {
+				if p.Spec.NodeName != "" {
+					t.Errorf("podgroup %s: pod %s placed on %s", name, p.Name, p.Spec.NodeName)
+				}
+			}
+		}
+	case "ends":
+		g, err := groups.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pods, err := members()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range pods {
+			if err := e.Kube.CoreV1().Pods(ns).Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := groups.Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 60*time.Second, func() (bool, string) {
+			if _, err := groups.Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+				return false, fmt.Sprintf("podgroup %s not gone: %v", name, err)
+			}
+			for _, s := range g.Status.ResourceClaimStatuses {
+				_, err := e.Kube.ResourceV1().ResourceClaims(ns).Get(ctx, ptr.Deref(s.ResourceClaimName, ""), metav1.GetOptions{})
+				if !apierrors.IsNotFound(err) {
+					return false, fmt.Sprintf("podgroup %s: claim %s not gone: %v", name, ptr.Deref(s.ResourceClaimName, ""), err)
+				}
+			}
+			return true, ""
+		})
+		if len(g.Status.ResourceClaimStatuses) == 0 {
+			t.Errorf("podgroup %s had no claim to free", name)
+		}
+	}
+}
