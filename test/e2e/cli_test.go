@@ -21,6 +21,7 @@ import (
 
 	"github.com/draforge/draforge/drivers/gvr"
 	"github.com/draforge/draforge/drivers/simdevice"
+	"github.com/draforge/draforge/test/e2e/e2eutil"
 )
 
 type cliResult struct {
@@ -326,6 +327,18 @@ func TestCLIScenarioVet(t *testing.T) {
 	r = runCLI(t, "scenario", "apply", "-f", "test/scenarios/invalid/unknown-kind.yaml")
 	if r.code != 1 || !strings.Contains(r.stderr, "unknown-kind.yaml:") {
 		t.Errorf("apply invalid: exit %d\n%s", r.code, r.stderr)
+	}
+	// apply refuses, before applying anything, what the cluster does not serve: the suite's
+	// control plane has the default profile, without PodGroups.
+	if e2eutil.ExistingCluster(os.Getenv) == "" {
+		r = runCLI(t, "scenario", "apply", "-f", "examples/scenarios/gang.yaml")
+		if r.code != 1 || !strings.Contains(r.stderr, "(PodGroup draforge-gang/train): scheduling.k8s.io/v1beta1 PodGroup is not served by this cluster") ||
+			!strings.Contains(r.stderr, "PROFILE=dra-all") {
+			t.Errorf("apply gang on the default profile: exit %d\n%s", r.code, r.stderr)
+		}
+		if _, err := newEnv(t).Kube.CoreV1().Namespaces().Get(t.Context(), "draforge-gang", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("apply of an unserved scenario created its namespace: %v", err)
+		}
 	}
 }
 

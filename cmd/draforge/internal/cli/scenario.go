@@ -95,6 +95,9 @@ func newScenarioApply(kf *kubeFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if err := scenario.Unserved(c.Kube.Discovery(), objs); err != nil {
+				return err
+			}
 			return scenario.Apply(cmd.Context(), c.Dynamic, objs, force, func(o scenario.Object, err error) {
 				if err == nil {
 					fmt.Fprintf(cmd.OutOrStdout(), "%s serverside-applied\n", scenario.Ref(o))

@@ -1,0 +1,69 @@
+package scenario
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
+
+	"github.com/draforge/draforge/drivers/gvr"
+)
+
+// needs says how a cluster comes to serve a resource scenarios may declare that is not always
+// served.
+var needs = map[schema.GroupVersionResource]string{
+	gvr.SimulatedDevicePools: "install DRAForge's CRDs (deploy/crds, or the Helm chart)",
+	{Group: "scheduling.k8s.io", Version: "v1beta1", Resource: "podgroups"}: "PodGroups need kube-apiserver's --runtime-config " +
+		"scheduling.k8s.io/v1beta1=true and the GenericWorkload feature gate on kube-apiserver, kube-scheduler and " +
+		"kube-controller-manager (DRAWorkloadResourceClaims too for their claims): the local control plane's dra-all profile " +
+		"(go tool task demo:up PROFILE=dra-all)",
+}
+
+// Unserved checks, before anything is applied, that the API server serves every object's
+// resource, and a PodGroup for each pod that names one: an unserved field would be dropped
+// silently. The error names each file and document and what would serve it.
+func Unserved(disc discovery.DiscoveryInterface, objs []Object) error {
+	served := map[schema.GroupVersionResource]bool{}
+	isServed := func(r schema.GroupVersionResource) (bool, error) {
+		if ok, known := served[r]; known {
+			return ok, nil
+		}
+		list, err := disc.ServerResourcesForGroupVersion(r.GroupVersion().String())
+		if err != nil && !apierrors.IsNotFound(err) {
+			return false, fmt.Errorf("discover %s: %w", r.GroupVersion(), err)
+		}
+		ok := err == nil && list != nil && slices.ContainsFunc(list.APIResources, func(a metav1.APIResource) bool { return a.Name == r.Resource })
+		served[r] = ok
+		return ok, nil
+	}
+	podGroups := schema.GroupVersionResource{Group: "scheduling.k8s.io", Version: "v1beta1", Resource: "podgroups"}
+	var errs []error
+	for _, o := range objs {
+		r := o.Kind.GVR
+		if _, group, _ := unstructured.NestedString(o.Obj.Object, "spec", "schedulingGroup", "podGroupName"); group && o.Kind.Kind == "Pod" {
+			r = podGroups // its field needs them, and the pod's own resource is always served
+		}
+		ok, err := isServed(r)
+		if err != nil {
+			return err
+		}
+		if ok {
+			continue
+		}
+		what := o.Kind.APIVersion + " " + o.Kind.Kind
+		if r != o.Kind.GVR {
+			what = "spec.schedulingGroup of a Pod"
+		}
+		msg := fmt.Sprintf("%s document %d (%s): %s is not served by this cluster", o.File, o.Index, Ref(o), what)
+		if hint := needs[r]; hint != "" {
+			msg += ": " + hint
+		}
+		errs = append(errs, errors.New(msg))
+	}
+	return errors.Join(errs...)
+}
