@@ -24,6 +24,8 @@ type Pod struct {
 	Phase                 corev1.PodPhase
 	ResourceClaims        []corev1.PodResourceClaim
 	ResourceClaimStatuses []corev1.PodResourceClaimStatus
+	// SchedulingGroup is the pod's PodGroup (a gang), for explain; nil for most pods.
+	SchedulingGroup *corev1.PodSchedulingGroup
 	// Scheduled is the PodScheduled condition, kept for allocation pods and pods not bound yet
 	// (its message says why kube-scheduler cannot place them); nil for every other pod.
 	Scheduled *corev1.PodCondition
@@ -36,7 +38,7 @@ type Pod struct {
 var Kept = []string{"apiVersion", "kind",
 	"metadata.name", "metadata.namespace", "metadata.uid", "metadata.resourceVersion", "metadata.labels",
 	"metadata.ownerReferences", "metadata.deletionTimestamp",
-	"spec.nodeName", "spec.resourceClaims", "status.phase", "status.resourceClaimStatuses"}
+	"spec.nodeName", "spec.resourceClaims", "spec.schedulingGroup", "status.phase", "status.resourceClaimStatuses"}
 
 // From returns the compact form of p; it shares p's labels, references and claim lists.
 func From(p *corev1.Pod) *Pod {
@@ -50,6 +52,7 @@ func From(p *corev1.Pod) *Pod {
 		Phase:                 internPhase(p.Status.Phase),
 		ResourceClaims:        p.Spec.ResourceClaims,
 		ResourceClaimStatuses: p.Status.ResourceClaimStatuses,
+		SchedulingGroup:       p.Spec.SchedulingGroup,
 	}
 }
 
@@ -69,6 +72,7 @@ func (p *Pod) Expand() *corev1.Pod {
 	out := &corev1.Pod{TypeMeta: p.TypeMeta}
 	p.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
 	out.Spec.NodeName = p.NodeName
+	out.Spec.SchedulingGroup = p.SchedulingGroup.DeepCopy()
 	out.Status.Phase = p.Phase
 	for _, rc := range p.ResourceClaims {
 		out.Spec.ResourceClaims = append(out.Spec.ResourceClaims, *rc.DeepCopy())

@@ -5,10 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/dynamic-resource-allocation/resourceclaim"
 	"k8s.io/utils/ptr"
 
 	"github.com/draforge/draforge/drivers/allocator"
@@ -48,6 +52,41 @@ type PodResult struct {
 	Claims    []PodClaim          `json:"claims"`
 	// Devices are the devices of the pod's allocated claims (with their node).
 	Devices []PodDevice `json:"devices,omitempty"`
+	// Gang is the PodGroup the pod belongs to (spec.schedulingGroup), if any.
+	Gang *PodGang `json:"gang,omitempty"`
+}
+
+// PodGang is a pod's PodGroup and how far its gang got: kube-scheduler places a gang's pods
+// all or none, so a member waits while the group as a whole does not fit.
+type PodGang struct {
+	PodGroup string `json:"podGroup"`
+	// Found is false when the snapshot has no such PodGroup (not created yet, or the cluster
+	// does not serve PodGroups): kube-scheduler does not place the pod until it exists.
+	Found bool `json:"found"`
+	// Policy is "gang" (MinCount pods or none) or "basic" (each pod on its own).
+	Policy   string `json:"policy,omitempty"`
+	MinCount int32  `json:"minCount,omitempty"`
+	// Members are the pods naming the group, Placed those bound to a node.
+	Members int `json:"members"`
+	Placed  int `json:"placed"`
+	// Scheduling is the PodGroup's PodGroupInitiallyScheduled condition: kube-scheduler's
+	// verdict on the group (why the rest wait).
+	Scheduling *GangCondition `json:"scheduling,omitempty"`
+	// Claims are the claims made for the group (reserved for it, shared by its pods).
+	Claims []GangClaim `json:"claims,omitempty"`
+}
+
+// GangCondition is a PodGroup condition.
+type GangCondition struct {
+	Status  string `json:"status"`
+	Reason  string `json:"reason,omitempty"`
+	Message string `json:"message,omitempty"`
+}
+
+// GangClaim is one of a PodGroup's resourceClaims and the claim made for it.
+type GangClaim struct {
+	Name  string `json:"name"`
+	Claim string `json:"claim,omitempty"`
 }
 
 // SchedulerCondition is the pod's PodScheduled=False condition.
@@ -128,8 +167,51 @@ func ExplainPod(ctx context.Context, s *inventory.Snapshot, namespace, name stri
 		}
 		r.Claims = append(r.Claims, pc)
 	}
+	r.Gang = podGang(s, pod)
 	r.Summary = podSummary(pod, r)
 	return r, nil
+}
+
+// podGang reads the pod's PodGroup and its members from s (nil for a pod in no group).
+func podGang(s *inventory.Snapshot, pod *corev1.Pod) *PodGang {
+	if pod.Spec.SchedulingGroup == nil || pod.Spec.SchedulingGroup.PodGroupName == nil {
+		return nil
+	}
+	name := *pod.Spec.SchedulingGroup.PodGroupName
+	g := &PodGang{PodGroup: name}
+	for _, p := range s.Pods {
+		if p.Namespace == pod.Namespace && p.Spec.SchedulingGroup != nil && ptr.Deref(p.Spec.SchedulingGroup.PodGroupName, "") == name {
+			g.Members++
+			if p.Spec.NodeName != "" {
+				g.Placed++
+			}
+		}
+	}
+	i := slices.IndexFunc(s.PodGroups, func(pg *schedulingv1beta1.PodGroup) bool { return pg.Namespace == pod.Namespace && pg.Name == name })
+	if i < 0 {
+		return g
+	}
+	pg := s.PodGroups[i]
+	g.Found = true
+	switch policy := pg.Spec.SchedulingPolicy; {
+	case policy.Gang != nil:
+		g.Policy, g.MinCount = "gang", policy.Gang.MinCount
+	case policy.Basic != nil:
+		g.Policy = "basic"
+	}
+	if c := meta.FindStatusCondition(pg.Status.Conditions, schedulingv1beta1.PodGroupInitiallyScheduled); c != nil {
+		g.Scheduling = &GangCondition{Status: string(c.Status), Reason: c.Reason, Message: c.Message}
+	}
+	for _, rc := range pg.Spec.ResourceClaims {
+		gc := GangClaim{Name: rc.Name, Claim: ptr.Deref(rc.ResourceClaimName, "")}
+		for _, st := range pg.Status.ResourceClaimStatuses {
+			if st.Name == rc.Name {
+				gc.Claim = ptr.Deref(st.ResourceClaimName, "")
+			}
+		}
+		g.Claims = append(g.Claims, gc)
+	}
+	return g
 }
 
 // podClaim resolves one spec.resourceClaims entry to its ResourceClaim name.
@@ -169,9 +251,14 @@ func podClaim(s *inventory.Snapshot, pod *corev1.Pod, prc corev1.PodResourceClai
 	return pc
 }
 
+// reservedFor reports whether c is reserved for pod, or for the pod's PodGroup (a claim made
+// for a gang, as a kubelet with DRAWorkloadResourceClaims accepts it).
 func reservedFor(c *resourcev1.ResourceClaim, pod *corev1.Pod) bool {
 	if c == nil {
 		return false
+	}
+	if resourceclaim.IsReservedForPod(pod, c, true) {
+		return true
 	}
 	for _, ref := range c.Status.ReservedFor {
 		if ref.Resource == "pods" && ref.Name == pod.Name && (ref.UID == "" || ref.UID == pod.UID) {
@@ -215,6 +302,14 @@ func podSummary(pod *corev1.Pod, r *PodResult) string {
 			why = append(why, "claim "+c.Claim+" pending: "+c.Explanation.Summary)
 		}
 	}
+	if g := r.Gang; g != nil {
+		switch {
+		case !g.Found:
+			why = append(why, "PodGroup "+g.PodGroup+" does not exist")
+		case g.Policy == "gang":
+			why = append(why, fmt.Sprintf("gang %s: %d of %d pods placed, minCount %d", g.PodGroup, g.Placed, g.Members, g.MinCount))
+		}
+	}
 	if r.Scheduler != nil && r.Scheduler.Message != "" {
 		why = append(why, "scheduler: "+r.Scheduler.Message)
 	}
@@ -235,6 +330,9 @@ func RenderPod(w io.Writer, r *PodResult, opts RenderOptions) error {
 		fmt.Fprintf(&b, "Scheduler: %s: %s\n", r.Scheduler.Reason, r.Scheduler.Message)
 	}
 	fmt.Fprintf(&b, "Summary:   %s\n", r.Summary)
+	if g := r.Gang; g != nil {
+		renderGang(&b, g)
+	}
 	if len(r.Devices) > 0 {
 		b.WriteString("\nDevices:\n")
 		for _, d := range r.Devices {
@@ -274,6 +372,32 @@ func RenderPod(w io.Writer, r *PodResult, opts RenderOptions) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// renderGang writes the Gang section of a pod explanation.
+func renderGang(b *strings.Builder, g *PodGang) {
+	fmt.Fprintf(b, "\nGang:      PodGroup %s", g.PodGroup)
+	if !g.Found {
+		fmt.Fprintf(b, " (not found: kube-scheduler places no member until it exists)\n")
+	} else if g.Policy == "gang" {
+		fmt.Fprintf(b, " (gang, minCount %d)\n", g.MinCount)
+	} else {
+		fmt.Fprintf(b, " (%s)\n", g.Policy)
+	}
+	fmt.Fprintf(b, "  Members: %d pods, %d placed\n", g.Members, g.Placed)
+	if c := g.Scheduling; c != nil {
+		fmt.Fprintf(b, "  Scheduled: %s", c.Status)
+		if c.Reason != "" {
+			fmt.Fprintf(b, " (%s)", c.Reason)
+		}
+		if c.Message != "" {
+			fmt.Fprintf(b, ": %s", c.Message)
+		}
+		b.WriteString("\n")
+	}
+	for _, c := range g.Claims {
+		fmt.Fprintf(b, "  Claim %s: %s (made for the PodGroup, shared by its pods)\n", c.Name, ptr.Deref(nonEmpty(c.Claim), "(not made yet)"))
+	}
 }
 
 func nonEmpty(s string) *string {

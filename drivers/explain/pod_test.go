@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -153,5 +154,78 @@ func TestPodMissingClaimAndPod(t *testing.T) {
 	_, err := ExplainPod(t.Context(), s, "demo", "nope")
 	if !IsPodNotFound(err) || IsNotFound(err) || err.Error() != `Pod "nope" not found in namespace "demo"` {
 		t.Errorf("got %v", err)
+	}
+}
+
+// gangPod is a pod of PodGroup group, using the group's claim entry "gpu".
+func gangPod(name, group, node, claim string) *corev1.Pod {
+	p := templatePod("demo", name, "one-gpu", claim)
+	p.Spec.SchedulingGroup = &corev1.PodSchedulingGroup{PodGroupName: ptr.To(group)}
+	p.Spec.NodeName = node
+	return p
+}
+
+// A gang member shows its PodGroup: minCount, members placed, kube-scheduler's verdict on the
+// group; a running member's claim made for the PodGroup counts as reserved for it.
+func TestPodGang(t *testing.T) {
+	s := it.Healthy()
+	shared := it.Claim("demo", "shared-gpu-x1", "gpu")
+	it.Allocate(shared, "demo", "gpus", "node-b", "gpu-0")
+	shared.Status.ReservedFor = []resourcev1.ResourceClaimConsumerReference{{APIGroup: "scheduling.k8s.io", Resource: "podgroups", Name: "shared", UID: "uid-pg"}}
+	s.Claims = append(s.Claims, shared)
+	waiting := func(name string) *corev1.Pod {
+		p := gangPod(name, "big", "", "")
+		unschedulable(p, "pod group is unschedulable, 0/1 placements are available, first placement status: minCount (3) cannot be satisfied: 1 scheduled, 1 remaining")
+		return p
+	}
+	running := gangPod("shared-0", "shared", "node-b", "shared-gpu-x1")
+	running.Status.Phase = corev1.PodRunning
+	s.Pods = append(s.Pods, running, gangPod("shared-1", "shared", "node-b", "shared-gpu-x1"), waiting("big-0"), waiting("big-1"), waiting("big-2"))
+	s.PodGroups = []*schedulingv1beta1.PodGroup{
+		{ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "shared", UID: "uid-pg"},
+			Spec: schedulingv1beta1.PodGroupSpec{SchedulingPolicy: schedulingv1beta1.PodGroupSchedulingPolicy{Gang: &schedulingv1beta1.GangSchedulingPolicy{MinCount: 2}},
+				ResourceClaims: []schedulingv1beta1.PodGroupResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptr.To("one-gpu")}}},
+			Status: schedulingv1beta1.PodGroupStatus{ResourceClaimStatuses: []schedulingv1beta1.PodGroupResourceClaimStatus{{Name: "gpu", ResourceClaimName: ptr.To("shared-gpu-x1")}},
+				Conditions: []metav1.Condition{{Type: schedulingv1beta1.PodGroupInitiallyScheduled, Status: metav1.ConditionTrue, Reason: "Scheduled"}}}},
+		{ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "big"},
+			Spec: schedulingv1beta1.PodGroupSpec{SchedulingPolicy: schedulingv1beta1.PodGroupSchedulingPolicy{Gang: &schedulingv1beta1.GangSchedulingPolicy{MinCount: 3}}},
+			Status: schedulingv1beta1.PodGroupStatus{Conditions: []metav1.Condition{{Type: schedulingv1beta1.PodGroupInitiallyScheduled, Status: metav1.ConditionFalse,
+				Reason: "Unschedulable", Message: "pod group is unschedulable, 0/1 placements are available"}}}},
+	}
+	s.Sort()
+
+	r, out := renderPod(t, s, "demo", "big-1")
+	if g := r.Gang; g == nil || !g.Found || g.Policy != "gang" || g.MinCount != 3 || g.Members != 3 || g.Placed != 0 || g.Scheduling == nil || g.Scheduling.Reason != "Unschedulable" {
+		t.Fatalf("gang %+v", r.Gang)
+	}
+	for _, want := range []string{
+		"gang big: 0 of 3 pods placed, minCount 3",
+		"Gang:      PodGroup big (gang, minCount 3)",
+		"  Members: 3 pods, 0 placed",
+		"  Scheduled: False (Unschedulable): pod group is unschedulable, 0/1 placements are available",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("pending member: output lacks %q:\n%s", want, out)
+		}
+	}
+
+	r, out = renderPod(t, s, "demo", "shared-0")
+	if !r.Claims[0].ReservedForPod || strings.Contains(out, "not reserved") {
+		t.Errorf("a claim reserved for the pod's PodGroup is not reserved for it:\n%s", out)
+	}
+	for _, want := range []string{
+		"running on node node-b; holds shared-gpu-x1:gpu=sim.draforge.oaslananka/demo/gpus/node-b/gpu-0",
+		"  Members: 2 pods, 2 placed",
+		"  Claim gpu: shared-gpu-x1 (made for the PodGroup, shared by its pods)",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("running member: output lacks %q:\n%s", want, out)
+		}
+	}
+
+	// A member whose PodGroup does not exist yet.
+	s.PodGroups = nil
+	if r, out = renderPod(t, s, "demo", "big-0"); r.Gang.Found || !strings.Contains(r.Summary, "PodGroup big does not exist") || !strings.Contains(out, "(not found: kube-scheduler places no member until it exists)") {
+		t.Errorf("missing PodGroup: %s\n%s", r.Summary, out)
 	}
 }

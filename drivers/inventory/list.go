@@ -58,6 +58,18 @@ func List(ctx context.Context, c Clients, namespace string) (*Snapshot, error) {
 		return nil, wrap("nodes", err)
 	}
 	s.Nodes = ptrs(nodes.Items)
+	// PodGroups are served only with GenericWorkload and scheduling.k8s.io/v1beta1; a reader
+	// not allowed to list them still gets the rest.
+	groups, err := c.Kube.SchedulingV1beta1().PodGroups(namespace).List(ctx, opts)
+	switch {
+	case apierrors.IsNotFound(err):
+	case apierrors.IsForbidden(err):
+		s.Warnings = append(s.Warnings, "cannot list PodGroups (scheduling.k8s.io): gangs are not shown: "+err.Error())
+	case err != nil:
+		return nil, wrap("podgroups.scheduling.k8s.io", err)
+	default:
+		s.PodGroups = ptrs(groups.Items)
+	}
 
 	sdps, err := c.Dynamic.Resource(gvr.SimulatedDevicePools).Namespace(namespace).List(ctx, opts)
 	switch {

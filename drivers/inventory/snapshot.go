@@ -11,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 
 	"github.com/draforge/draforge/drivers/simdevice"
 )
@@ -29,6 +30,9 @@ type Snapshot struct {
 	Nodes   []*corev1.Node              `json:"nodes"`
 	// TaintRules are the DeviceTaintRules: they taint devices for allocation and explain.
 	TaintRules []*resourcev1.DeviceTaintRule `json:"deviceTaintRules,omitempty"`
+	// PodGroups are the scheduling.k8s.io/v1beta1 PodGroups (gangs); empty where the cluster
+	// does not serve them.
+	PodGroups []*schedulingv1beta1.PodGroup `json:"podGroups,omitempty"`
 
 	// Warnings are lists that could not be read (for example the SimulatedDevicePool CRD is not
 	// installed); the corresponding list is empty.
@@ -48,6 +52,7 @@ func (s *Snapshot) Sort() *Snapshot {
 	slices.SortFunc(s.Pools, byNsName[*simdevice.Pool])
 	slices.SortFunc(s.Slices, byNsName[*resourcev1.ResourceSlice])
 	slices.SortFunc(s.Classes, byNsName[*resourcev1.DeviceClass])
+	slices.SortFunc(s.PodGroups, byNsName[*schedulingv1beta1.PodGroup])
 	slices.SortFunc(s.TaintRules, byNsName[*resourcev1.DeviceTaintRule])
 	slices.SortFunc(s.Claims, byNsName[*resourcev1.ResourceClaim])
 	slices.SortFunc(s.Pods, byNsName[*corev1.Pod])

@@ -5,6 +5,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -119,6 +120,17 @@ func (e *env) checkPodGroup(t *testing.T, ns, name, state, count string) {
 				}
 			}
 		}
+		// explain shows the gang beside the scheduler's verdict on the pod.
+		out := mustCLI(t, "--kubeconfig", e.Kubeconfig, "explain", "pod/"+pods0(t, members), "-n", ns)
+		placed := "0 placed"
+		if state == "running" {
+			placed = count + " placed"
+		}
+		for _, want := range []string{"Gang:      PodGroup " + name + " (gang, minCount ", "  Members: " + count + " pods, " + placed, "  Scheduled: "} {
+			if !strings.Contains(out, want) {
+				t.Errorf("explain of a member of %s lacks %q:\n%s", name, want, out)
+			}
+		}
 	case "ends":
 		g, err := groups.Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
@@ -152,4 +164,14 @@ func (e *env) checkPodGroup(t *testing.T, ns, name, state, count string) {
 			t.Errorf("podgroup %s had no claim to free", name)
 		}
 	}
+}
+
+// pods0 is the name of the first member pod members returns.
+func pods0(t *testing.T, members func() ([]corev1.Pod, error)) string {
+	t.Helper()
+	pods, err := members()
+	if err != nil || len(pods) == 0 {
+		t.Fatalf("no member pod: %v", err)
+	}
+	return pods[0].Name
 }
