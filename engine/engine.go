@@ -380,7 +380,10 @@ func (r *runner) whenHolds(obj any) bool {
 	if r.m.SelectorWhen == nil {
 		return true
 	}
-	if u, ok := unwrap(obj).(*unstructured.Unstructured); ok {
+	if _, tombstone := obj.(cache.DeletedFinalStateUnknown); tombstone {
+		return true // the delete of an object whose last state the informer missed
+	}
+	if u, ok := obj.(*unstructured.Unstructured); ok {
 		return Selects(r.m, u.Object)
 	}
 	u, ok, err := r.own.unstructured(obj)
@@ -539,7 +542,10 @@ func (r *runner) sync(ctx context.Context, key string) (Step, *unstructured.Unst
 	if !exists {
 		r.hist.forget(key)
 		r.terminal.Delete(key)
-		r.e.o.Informers.Writes().Forget(r.m.Resource, key)
+		if _, cached, _ := r.own.inf.GetStore().GetByKey(key); !cached {
+			// Gone, not merely unselected by this machine: another may still await its write.
+			r.e.o.Informers.Writes().Forget(r.m.Resource, key)
+		}
 		r.limiter.Forget(key)
 		r.relIndex.forget(key)
 		return Step{Outcome: Done}, nil

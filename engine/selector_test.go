@@ -58,8 +58,8 @@ func TestSelectorWhenSkipsObjects(t *testing.T) {
 	if n := r.queue.Len(); n != 0 {
 		t.Fatalf("an event of a rejected object queued %d keys", n)
 	}
-	if !r.whenHolds(cache.DeletedFinalStateUnknown{Key: "ns/theirs"}) {
-		t.Error("a deletion whose last state is unknown must be passed on")
+	if !r.whenHolds(cache.DeletedFinalStateUnknown{Key: "ns/theirs"}) || !r.whenHolds(cache.DeletedFinalStateUnknown{Key: "ns/theirs", Obj: theirs}) {
+		t.Error("a deletion the informer saw only as a tombstone must be passed on")
 	}
 	r.enqueueObj(ours)
 	if n := r.queue.Len(); n != 1 {

@@ -116,6 +116,9 @@ func (r *runner) writeStatus(ctx context.Context, obj *unstructured.Unstructured
 // has caught up with it, a pass would decide on stale state and repeat the write; the watch
 // event of the write enqueues the key again anyway.
 func (r *runner) expect(obj *unstructured.Unstructured, rv string) {
+	if rv == "" {
+		return // an answer without a resourceVersion: nothing to wait for ("" would mean deleted)
+	}
 	r.e.o.Informers.Writes().Wrote(r.m.Resource, cacheKey(obj), rv, "")
 }
 

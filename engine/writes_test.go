@@ -2,6 +2,7 @@ package engine
 
 import (
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -54,5 +55,21 @@ func TestWritesLagUntilTheCacheCatchesUp(t *testing.T) {
 	w.Forget(podsGVR, "ns/p")
 	if w.Lags(podsGVR, "ns/p", podAt("1")) {
 		t.Error("a forgotten write lags")
+	}
+}
+
+// TestExpectIgnoresAnEmptyResourceVersion: a write whose answer carried no resourceVersion is
+// not remembered (for Writes "" means deleted, and the object would lag while it is cached).
+func TestExpectIgnoresAnEmptyResourceVersion(t *testing.T) {
+	r := testRunner(t, selectingMachine, NewRegistry(), time.Date(2026, 7, 2, 0, 0, 0, 0, time.UTC))
+	u := widget("w", true)
+	u.SetResourceVersion("5")
+	r.expect(u, "")
+	if r.stale(u) {
+		t.Error("an answer without a resourceVersion made the cached object stale")
+	}
+	r.expect(u, "6")
+	if !r.stale(u) {
+		t.Error("an answer with a newer resourceVersion did not")
 	}
 }

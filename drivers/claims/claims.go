@@ -85,7 +85,10 @@ func Register(reg *engine.Registry, view *clusterview.View, kube kubernetes.Inte
 			}
 		},
 		DeleteFunc: func(obj any) {
-			if c, ok := heldOnly(obj); ok {
+			// Forgetting needs only the claim's identity, even if its allocation is unreadable.
+			if m := engine.ObjectMeta(obj); m != nil {
+				c := &resourcev1.ResourceClaim{}
+				c.Namespace, c.Name, c.UID = m.GetNamespace(), m.GetName(), m.GetUID()
 				a.DeleteClaim(c)
 			}
 		},

@@ -62,7 +62,10 @@ type PodGang struct {
 	PodGroup string `json:"podGroup"`
 	// Found is false when the snapshot has no such PodGroup (not created yet, or the cluster
 	// does not serve PodGroups): kube-scheduler does not place the pod until it exists.
-	Found bool `json:"found"`
+	// Unread is true when the snapshot holds no PodGroups at all (they were not read), so
+	// nothing is known of the group but its members.
+	Found  bool `json:"found"`
+	Unread bool `json:"unread,omitempty"`
 	// Policy is "gang" (MinCount pods or none) or "basic" (each pod on its own).
 	Policy   string `json:"policy,omitempty"`
 	MinCount int32  `json:"minCount,omitempty"`
@@ -187,6 +190,10 @@ func podGang(s *inventory.Snapshot, pod *corev1.Pod) *PodGang {
 			}
 		}
 	}
+	if !s.PodGroupsRead {
+		g.Unread = true
+		return g
+	}
 	i := slices.IndexFunc(s.PodGroups, func(pg *schedulingv1beta1.PodGroup) bool { return pg.Namespace == pod.Namespace && pg.Name == name })
 	if i < 0 {
 		return g
@@ -257,7 +264,8 @@ func reservedFor(c *resourcev1.ResourceClaim, pod *corev1.Pod) bool {
 	if c == nil {
 		return false
 	}
-	if resourceclaim.IsReservedForPod(pod, c, true) {
+	// By UID or by PodGroup; a pod without a UID (a hand-made snapshot) matches by name below.
+	if pod.UID != "" && resourceclaim.IsReservedForPod(pod, c, true) {
 		return true
 	}
 	for _, ref := range c.Status.ReservedFor {
@@ -304,6 +312,7 @@ func podSummary(pod *corev1.Pod, r *PodResult) string {
 	}
 	if g := r.Gang; g != nil {
 		switch {
+		case g.Unread:
 		case !g.Found:
 			why = append(why, "PodGroup "+g.PodGroup+" does not exist")
 		case g.Policy == "gang":
@@ -377,7 +386,9 @@ func RenderPod(w io.Writer, r *PodResult, opts RenderOptions) error {
 // renderGang writes the Gang section of a pod explanation.
 func renderGang(b *strings.Builder, g *PodGang) {
 	fmt.Fprintf(b, "\nGang:      PodGroup %s", g.PodGroup)
-	if !g.Found {
+	if g.Unread {
+		fmt.Fprintf(b, " (PodGroups were not read for this view)\n")
+	} else if !g.Found {
 		fmt.Fprintf(b, " (not found: kube-scheduler places no member until it exists)\n")
 	} else if g.Policy == "gang" {
 		fmt.Fprintf(b, " (gang, minCount %d)\n", g.MinCount)

@@ -192,6 +192,7 @@ func TestPodGang(t *testing.T) {
 			Status: schedulingv1beta1.PodGroupStatus{Conditions: []metav1.Condition{{Type: schedulingv1beta1.PodGroupInitiallyScheduled, Status: metav1.ConditionFalse,
 				Reason: "Unschedulable", Message: "pod group is unschedulable, 0/1 placements are available"}}}},
 	}
+	s.PodGroupsRead = true
 	s.Sort()
 
 	r, out := renderPod(t, s, "demo", "big-1")
@@ -227,5 +228,10 @@ func TestPodGang(t *testing.T) {
 	s.PodGroups = nil
 	if r, out = renderPod(t, s, "demo", "big-0"); r.Gang.Found || !strings.Contains(r.Summary, "PodGroup big does not exist") || !strings.Contains(out, "(not found: kube-scheduler places no member until it exists)") {
 		t.Errorf("missing PodGroup: %s\n%s", r.Summary, out)
+	}
+	// A snapshot that did not read PodGroups (serve's) claims nothing about the group.
+	s.PodGroupsRead = false
+	if r, out = renderPod(t, s, "demo", "big-0"); !r.Gang.Unread || strings.Contains(r.Summary, "does not exist") || !strings.Contains(out, "(PodGroups were not read for this view)") || !strings.Contains(out, "Members: 3 pods, 0 placed") {
+		t.Errorf("unread PodGroups: %s\n%s", r.Summary, out)
 	}
 }

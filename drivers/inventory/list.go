@@ -63,12 +63,13 @@ func List(ctx context.Context, c Clients, namespace string) (*Snapshot, error) {
 	groups, err := c.Kube.SchedulingV1beta1().PodGroups(namespace).List(ctx, opts)
 	switch {
 	case apierrors.IsNotFound(err):
+		s.PodGroupsRead = true // not served: there are none
 	case apierrors.IsForbidden(err):
 		s.Warnings = append(s.Warnings, "cannot list PodGroups (scheduling.k8s.io): gangs are not shown: "+err.Error())
 	case err != nil:
 		return nil, wrap("podgroups.scheduling.k8s.io", err)
 	default:
-		s.PodGroups = ptrs(groups.Items)
+		s.PodGroups, s.PodGroupsRead = ptrs(groups.Items), true
 	}
 
 	sdps, err := c.Dynamic.Resource(gvr.SimulatedDevicePools).Namespace(namespace).List(ctx, opts)

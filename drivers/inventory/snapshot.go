@@ -31,8 +31,11 @@ type Snapshot struct {
 	// TaintRules are the DeviceTaintRules: they taint devices for allocation and explain.
 	TaintRules []*resourcev1.DeviceTaintRule `json:"deviceTaintRules,omitempty"`
 	// PodGroups are the scheduling.k8s.io/v1beta1 PodGroups (gangs); empty where the cluster
-	// does not serve them.
-	PodGroups []*schedulingv1beta1.PodGroup `json:"podGroups,omitempty"`
+	// does not serve them. PodGroupsRead says whether they were read at all (serve's snapshot
+	// does not read them yet; a reader may not be allowed to): without it a pod's missing
+	// PodGroup says nothing.
+	PodGroups     []*schedulingv1beta1.PodGroup `json:"podGroups,omitempty"`
+	PodGroupsRead bool                          `json:"podGroupsRead,omitempty"`
 
 	// Warnings are lists that could not be read (for example the SimulatedDevicePool CRD is not
 	// installed); the corresponding list is empty.

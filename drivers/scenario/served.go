@@ -45,7 +45,7 @@ func Unserved(disc discovery.DiscoveryInterface, objs []Object) error {
 	var errs []error
 	for _, o := range objs {
 		r := o.Kind.GVR
-		if _, group, _ := unstructured.NestedString(o.Obj.Object, "spec", "schedulingGroup", "podGroupName"); group && o.Kind.Kind == "Pod" {
+		if usesPodGroup(o) {
 			r = podGroups // its field needs them, and the pod's own resource is always served
 		}
 		ok, err := isServed(r)
@@ -57,7 +57,10 @@ func Unserved(disc discovery.DiscoveryInterface, objs []Object) error {
 		}
 		what := o.Kind.APIVersion + " " + o.Kind.Kind
 		if r != o.Kind.GVR {
-			what = "spec.schedulingGroup of a Pod"
+			what = "spec.schedulingGroup of a " + o.Kind.Kind
+			if o.Kind.Kind != "Pod" {
+				what = "spec.template.spec.schedulingGroup of a " + o.Kind.Kind
+			}
 		}
 		msg := fmt.Sprintf("%s document %d (%s): %s is not served by this cluster", o.File, o.Index, Ref(o), what)
 		if hint := needs[r]; hint != "" {
@@ -66,4 +69,15 @@ func Unserved(disc discovery.DiscoveryInterface, objs []Object) error {
 		errs = append(errs, errors.New(msg))
 	}
 	return errors.Join(errs...)
+}
+
+// usesPodGroup reports whether a Pod, or the pod template of a Job or Deployment, names a
+// PodGroup (spec.schedulingGroup), a field an API server without PodGroups drops.
+func usesPodGroup(o Object) bool {
+	path := []string{"spec", "schedulingGroup", "podGroupName"}
+	if o.Kind.Kind != "Pod" {
+		path = append([]string{"spec", "template"}, path...)
+	}
+	_, found, _ := unstructured.NestedString(o.Obj.Object, path...)
+	return found
 }

@@ -60,6 +60,23 @@ func TestUnservedNamesWhatTheClusterLacks(t *testing.T) {
 	if err := Unserved(fakeDiscovery(append(base, served("scheduling.k8s.io/v1beta1", "podgroups", "workloads"))...), objs); err != nil {
 		t.Errorf("a cluster serving PodGroups: %v", err)
 	}
+	job, err := Decode("job.yaml", []byte(`apiVersion: batch/v1
+kind: Job
+metadata: {name: j, namespace: ns}
+spec:
+  template:
+    spec:
+      restartPolicy: Never
+      schedulingGroup: {podGroupName: g}
+      containers: [{name: c, image: i}]
+`), "default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Unserved(fakeDiscovery(append(base, served("batch/v1", "jobs"))...), job); err == nil ||
+		!strings.Contains(err.Error(), "job.yaml document 0 (Job ns/j): spec.template.spec.schedulingGroup of a Job is not served by this cluster") {
+		t.Errorf("a Job whose pods name a PodGroup: %v", err)
+	}
 	if err := Unserved(fakeDiscovery(base[:2]...), objs[:3]); err == nil || !strings.Contains(err.Error(), "install DRAForge's CRDs") {
 		t.Errorf("without the CRDs: %v", err)
 	}
