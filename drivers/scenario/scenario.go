@@ -52,7 +52,7 @@ var Kinds = []Kind{
 	{"resource.k8s.io/v1", "ResourceClaim", gvr.ResourceClaims, true, 3},
 	{"resource.k8s.io/v1", "ResourceClaimTemplate", schema.GroupVersionResource{Group: "resource.k8s.io", Version: "v1", Resource: "resourceclaimtemplates"}, true, 3},
 	// Before its pods, as a Job's: kube-scheduler waits for a pod's PodGroup.
-	{"scheduling.k8s.io/v1beta1", "PodGroup", schema.GroupVersionResource{Group: "scheduling.k8s.io", Version: "v1beta1", Resource: "podgroups"}, true, 3},
+	{"scheduling.k8s.io/v1beta1", "PodGroup", podGroups, true, 3},
 	{"v1", "Pod", gvr.Pods, true, 4},
 	{"batch/v1", "Job", schema.GroupVersionResource{Group: "batch", Version: "v1", Resource: "jobs"}, true, 4},
 	{"apps/v1", "Deployment", schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}, true, 4},

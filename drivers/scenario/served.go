@@ -14,11 +14,14 @@ import (
 	"github.com/draforge/draforge/drivers/gvr"
 )
 
+// podGroups are Kubernetes 1.37's PodGroups (GenericWorkload), not served by default.
+var podGroups = schema.GroupVersionResource{Group: "scheduling.k8s.io", Version: "v1beta1", Resource: "podgroups"}
+
 // needs says how a cluster comes to serve a resource scenarios may declare that is not always
 // served.
 var needs = map[schema.GroupVersionResource]string{
 	gvr.SimulatedDevicePools: "install DRAForge's CRDs (deploy/crds, or the Helm chart)",
-	{Group: "scheduling.k8s.io", Version: "v1beta1", Resource: "podgroups"}: "PodGroups need kube-apiserver's --runtime-config " +
+	podGroups: "PodGroups need kube-apiserver's --runtime-config " +
 		"scheduling.k8s.io/v1beta1=true and the GenericWorkload feature gate on kube-apiserver, kube-scheduler and " +
 		"kube-controller-manager (DRAWorkloadResourceClaims too for their claims): the local control plane's dra-all profile " +
 		"(go tool task demo:up PROFILE=dra-all)",
@@ -41,7 +44,6 @@ func Unserved(disc discovery.DiscoveryInterface, objs []Object) error {
 		served[r] = ok
 		return ok, nil
 	}
-	podGroups := schema.GroupVersionResource{Group: "scheduling.k8s.io", Version: "v1beta1", Resource: "podgroups"}
 	var errs []error
 	for _, o := range objs {
 		r := o.Kind.GVR
