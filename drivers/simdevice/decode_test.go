@@ -159,9 +159,11 @@ func TestDecodeErrorNamesTheField(t *testing.T) {
 	for spec, want := range map[string]string{
 		`{"deviceCount":1.5,"targetNodes":["a"]}`:                      `spec.deviceCount: Invalid value: "number 1.5": must be an integer`,
 		`{"deviceCount":2,"targetNodes":"a"}`:                          `spec.targetNodes: Invalid value: "string": must be a list`,
-		`{"deviceCount":2,"targetNodes":["a"],"capacities":{"m":"x"}}`: `spec.capacities[m]: Invalid value: "x": must be a non-negative quantity such as "80Gi"`,
-		// The pattern matches, the parser refuses (found by FuzzSDPParity).
-		`{"deviceCount":2,"targetNodes":["a"],"capacities":{"m":"1e99999999999999999999"}}`: `spec.capacities[m]: Invalid value: "1e99999999999999999999": must be a quantity Kubernetes can parse: unable to parse quantity's suffix`,
+		`{"deviceCount":2,"targetNodes":["a"],"capacities":{"m":"x"}}`: `spec.capacities[m]: Invalid value: "x": must be a non-negative quantity such as "80Gi" or "8e9" (an exponent of at most two digits)`,
+		// Kubernetes' pattern matches these; the parser refuses the first (found by
+		// FuzzSDPParity) and never returns on the second (found by FuzzFromUnstructured).
+		`{"deviceCount":2,"targetNodes":["a"],"capacities":{"m":"1e99999999999999999999"}}`: `spec.capacities[m]: Invalid value: "1e99999999999999999999": must be a non-negative quantity such as "80Gi" or "8e9" (an exponent of at most two digits)`,
+		`{"deviceCount":2,"targetNodes":["a"],"capacities":{"m":"1e1111111111111111"}}`:     `spec.capacities[m]: Invalid value: "1e1111111111111111": must be a non-negative quantity such as "80Gi" or "8e9" (an exponent of at most two digits)`,
 	} {
 		var sp map[string]any
 		if err := json.Unmarshal([]byte(spec), &sp); err != nil {

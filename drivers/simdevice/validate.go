@@ -22,8 +22,12 @@ const SemverPattern = `^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:-((?:0|[1-9]\
 var semverRE = regexp.MustCompile(SemverPattern)
 
 // QuantityPattern is the grammar of a non-negative Kubernetes quantity string, as the CRD's
-// capacities and the CUE schema's #Quantity write it.
-const QuantityPattern = `^(\+)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$`
+// quantities and the CUE schema's #Quantity write it (drivers/simdevice/schemagen writes it
+// into both). It is Kubernetes' quantity pattern with the decimal exponent bounded to an
+// integer of one or two digits: Kubernetes' own pattern admits "1e1.5" and exponents beyond
+// int32, which resource.ParseQuantity refuses or, for "1e1111111111111111", computes 10 to
+// that power and never returns. 10^99 is beyond any device's capacity.
+const QuantityPattern = `^(\+)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?[0-9]{1,2}))?$`
 
 var quantityRE = regexp.MustCompile(QuantityPattern)
 

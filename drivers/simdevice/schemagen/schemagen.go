@@ -1,6 +1,6 @@
 // Package schemagen writes the parts of the SimulatedDevicePool schemas that derive from
 // drivers/simdevice's profiles, so the CRD (and the chart's copy), the CUE schema and the Go
-// validator take them from one definition: the profile enum and the rule that a device has at
+// validator take them from one definition: the profile enum, the quantity pattern and the rule that a device has at
 // most 32 attributes and capacities (resource.k8s.io ResourceSliceMaxAttributesAndCapacitiesPerDevice)
 // counting the built-in, profile and spec names; and the cap of MaxDevicesPerNode devices a pool
 // publishes per node, with each profile's devices per physical device.
@@ -86,7 +86,9 @@ func cueProfiles() []byte {
 	for _, p := range simdevice.KnownProfiles {
 		fmt.Fprintf(&b, "\t%q: %d\n", p, simdevice.DevicesPerPhysical(p))
 	}
-	b.WriteString("}\n")
+	b.WriteString("}\n\n")
+	b.WriteString("// #QuantityPattern is the grammar of a non-negative quantity string (drivers/simdevice QuantityPattern).\n")
+	fmt.Fprintf(&b, "#QuantityPattern: #\"%s\"#\n", simdevice.QuantityPattern)
 	return b.Bytes()
 }
 
@@ -171,6 +173,11 @@ func patchCRD(name string, src []byte) ([]byte, error) {
 		line := lines[i]
 		out = append(out, line)
 		trimmed := strings.TrimSpace(line)
+		if isQuantityPattern(trimmed) {
+			indent := line[:len(line)-len(strings.TrimLeft(line, " "))]
+			out[len(out)-1] = fmt.Sprintf("%spattern: '%s'\n", indent, simdevice.QuantityPattern)
+			continue
+		}
 		part, ok := strings.CutPrefix(trimmed, "# generated: ")
 		if !ok {
 			continue
@@ -212,6 +219,13 @@ func patchCRD(name string, src []byte) ([]byte, error) {
 		}
 	}
 	return []byte(strings.Join(out, "")), nil
+}
+
+// isQuantityPattern reports whether a CRD line is the pattern of a quantity field: every one
+// is written from simdevice.QuantityPattern, which has no quote to escape in a single-quoted
+// YAML scalar (a hand-written copy once doubled its backslashes and refused "1.5").
+func isQuantityPattern(trimmed string) bool {
+	return strings.HasPrefix(trimmed, "pattern: ") && strings.Contains(trimmed, "[numkMGTPE]")
 }
 
 // skipGenerated returns the index of the line before "# end generated" after line i (the
