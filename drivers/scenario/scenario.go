@@ -48,6 +48,11 @@ var Kinds = []Kind{
 	{"v1", "Namespace", gvr.Namespaces, false, 0},
 	{simnode.APIVersion, simnode.Kind, gvr.Nodes, false, 0},
 	{"resource.k8s.io/v1", "DeviceClass", gvr.DeviceClasses, false, 1},
+	// Kueue's queues before the Jobs that name them: a Job applied first would be admitted
+	// only once its LocalQueue exists, and Kueue's webhook refuses nothing for it.
+	{"kueue.x-k8s.io/v1beta2", "ResourceFlavor", resourceFlavors, false, 1},
+	{"kueue.x-k8s.io/v1beta2", "ClusterQueue", clusterQueues, false, 1},
+	{"kueue.x-k8s.io/v1beta2", "LocalQueue", localQueues, true, 2},
 	{simdevice.Group + "/" + simdevice.Version, simdevice.Kind, gvr.SimulatedDevicePools, true, 2},
 	{"resource.k8s.io/v1", "ResourceClaim", gvr.ResourceClaims, true, 3},
 	{"resource.k8s.io/v1", "ResourceClaimTemplate", schema.GroupVersionResource{Group: "resource.k8s.io", Version: "v1", Resource: "resourceclaimtemplates"}, true, 3},

@@ -17,6 +17,16 @@ import (
 // podGroups are Kubernetes 1.37's PodGroups (GenericWorkload), not served by default.
 var podGroups = schema.GroupVersionResource{Group: "scheduling.k8s.io", Version: "v1beta1", Resource: "podgroups"}
 
+// Kueue's objects (kueue.x-k8s.io/v1beta2), served where Kueue is installed.
+var (
+	resourceFlavors = schema.GroupVersionResource{Group: "kueue.x-k8s.io", Version: "v1beta2", Resource: "resourceflavors"}
+	clusterQueues   = schema.GroupVersionResource{Group: "kueue.x-k8s.io", Version: "v1beta2", Resource: "clusterqueues"}
+	localQueues     = schema.GroupVersionResource{Group: "kueue.x-k8s.io", Version: "v1beta2", Resource: "localqueues"}
+)
+
+const needsKueue = "install Kueue (v0.19 or later serves v1beta2): the local control plane's kueue profile " +
+	"(go tool task demo:up PROFILE=kueue) runs Kueue " + "with its CRDs and webhooks"
+
 // needs says how a cluster comes to serve a resource scenarios may declare that is not always
 // served.
 var needs = map[schema.GroupVersionResource]string{
@@ -25,6 +35,9 @@ var needs = map[schema.GroupVersionResource]string{
 		"scheduling.k8s.io/v1beta1=true and the GenericWorkload feature gate on kube-apiserver, kube-scheduler and " +
 		"kube-controller-manager (DRAWorkloadResourceClaims too for their claims): the local control plane's dra-all profile " +
 		"(go tool task demo:up PROFILE=dra-all)",
+	resourceFlavors: needsKueue,
+	clusterQueues:   needsKueue,
+	localQueues:     needsKueue,
 }
 
 // Unserved checks, before anything is applied, that the API server serves every object's

@@ -133,6 +133,12 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 			return nil, err
 		}
 	}
+	var kueueBin, kueueModule string
+	if profile.Kueue {
+		if kueueBin, kueueModule, err = KueueBinary(ctx, o.CacheDir, o.Log); err != nil {
+			return nil, err
+		}
+	}
 	if err := os.MkdirAll(filepath.Join(dir, "logs"), 0o755); err != nil {
 		return nil, err
 	}
@@ -223,6 +229,12 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 			tail := logTail(p.Log, 30)
 			c.Stop()
 			return nil, fmt.Errorf("%s exited right after starting; last lines of its log:\n%s", p.Name, tail)
+		}
+	}
+	if profile.Kueue {
+		if err := c.startKueue(ctx, kueueBin, kueueModule); err != nil {
+			c.Stop()
+			return nil, fmt.Errorf("start kueue: %w", err)
 		}
 	}
 	return c, nil

@@ -19,6 +19,9 @@ type Profile struct {
 	// Controllers are the kube-controller-manager controllers the profile's gates bring, run
 	// beside Controllers.
 	Controllers []string
+	// Kueue runs Kueue (KueueVersion) beside the control plane once it is up: its CRDs, its
+	// manager with KueueDeviceMappings and its webhooks on loopback.
+	Kueue bool
 }
 
 // Gate is a feature gate turned on, with the KEP it belongs to and its stage in the release.
@@ -68,6 +71,11 @@ var Profiles = []Profile{
 		// Removes a PodGroup's scheduling.k8s.io/podgroup-protection finalizer once no pod of
 		// the group runs; without it a deleted PodGroup, and the claims it owns, stay.
 		Controllers: []string{"podgroup-protection-controller"},
+	},
+	{
+		Name:  "kueue",
+		Doc:   "Kubernetes v1.37.2's defaults and Kueue " + KueueVersion + " (batch/job integration, DeviceClasses counted by quota as draforge.oaslananka/gpu)",
+		Kueue: true,
 	},
 }
 

@@ -29,11 +29,13 @@ var outcomeLine = regexp.MustCompile(`(?m)^# outcome: (\S+) (allocated|pending)(
 //	# outcome: pod <name> pending            unscheduled, PodScheduled=False with a reason
 //	# outcome: pod <name> evicted            removed (e.g. by the device-taint eviction)
 //	# outcome: job <name> complete           Complete, and its pods' claims freed
+//	# outcome: job <name> queued             suspended by Kueue, its Workload without quota and told why
+//	# outcome: job <a>|<b>|... concurrent <n>  those Jobs ran n at a time, never more (a queue held the rest)
 //	# outcome: deployment <name> running <n> pending <m>
 //	# outcome: podgroup <name> running <n>   its n pods Running, its claims reserved for it
 //	# outcome: podgroup <name> pending <n>   none of its n pods placed, each told why
 //	# outcome: podgroup <name> ends          its pods and it deleted: its claims go too
-var workloadLine = regexp.MustCompile(`(?m)^# outcome: (pod|job|deployment|podgroup) (\S+) (running|pending|evicted|complete|ends)(?: (\S+))?(?: pending (\d+))?$`)
+var workloadLine = regexp.MustCompile(`(?m)^# outcome: (pod|job|deployment|podgroup) (\S+) (running|pending|evicted|complete|queued|concurrent|ends)(?: (\S+))?(?: pending (\d+))?$`)
 
 // TestScenarios applies every example scenario to the real API server with a running
 // controller and asserts each claim's documented outcome. Claims are applied one at a time in
@@ -246,6 +248,10 @@ func (e *env) checkWorkload(t *testing.T, ns, kind, name, state, arg, pending st
 			}
 			return true, ""
 		})
+	case "job queued":
+		e.checkQueued(t, ns, name)
+	case "job concurrent":
+		e.checkConcurrent(t, ns, strings.Split(name, "|"), arg)
 	case "deployment running":
 		eventually(t, 60*time.Second, func() (bool, string) {
 			d, err := e.Kube.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})

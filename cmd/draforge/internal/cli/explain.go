@@ -1,8 +1,14 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/spf13/cobra"
 
@@ -15,8 +21,8 @@ func newExplain(kf *kubeFlags) *cobra.Command {
 	var out string
 	var devices bool
 	cmd := &cobra.Command{
-		Use:   "explain [claim/]CLAIM | pod/POD",
-		Short: "Explain why a ResourceClaim or Pod is pending, per request, node and device (or which devices it holds)",
+		Use:   "explain [claim/]CLAIM | pod/POD | job/JOB",
+		Short: "Explain why a ResourceClaim, Pod or Job is pending, per request, node and device (or which devices it holds)",
 		Long: `Explain runs the same structured allocator as the controller over the cluster's
 ResourceSlices, DeviceClasses, ResourceClaims (all namespaces, as they take devices) and Nodes,
 and reports per request which devices match and why the others do not, per node whether the
@@ -28,7 +34,11 @@ For pod/NAME it explains each of the pod's claims (spec.resourceClaims; claims g
 ResourceClaimTemplate are found through status.resourceClaimStatuses) the same way, adds the
 reasons kube-scheduler wrote on the pod (its PodScheduled=False condition, for example
 "0/3 nodes are available: 1 Insufficient cpu"), and for a scheduled pod lists the devices it
-holds with their pool and node.`,
+holds with their pool and node.
+
+For job/NAME it shows Kueue's verdict on the Job (its LocalQueue, whether its Workload was
+admitted and the Workload's conditions, such as "insufficient quota for ... in flavor ...")
+beside kube-scheduler's on each of the Job's pods, explained as pod/NAME is.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			f, err := output.Parse(out, output.Table, output.JSON, output.YAML)
@@ -50,6 +60,16 @@ holds with their pool and node.`,
 			kind, name, err := explainTarget(args[0])
 			if err != nil {
 				return err
+			}
+			if kind == "job" {
+				res, err := explainJob(cmd.Context(), c.Clients, s, ns, name)
+				if err != nil {
+					return err
+				}
+				if f == output.Table {
+					return explain.RenderJob(cmd.OutOrStdout(), res, explain.RenderOptions{Devices: devices})
+				}
+				return output.Print(cmd.OutOrStdout(), f, res, nil)
 			}
 			if kind == "pod" {
 				res, err := explain.ExplainPod(cmd.Context(), s, ns, name)
@@ -80,20 +100,41 @@ holds with their pool and node.`,
 }
 
 // explainTarget splits "pod/NAME", "claim/NAME" (kubectl's resource spellings accepted) or a
-// bare claim NAME into a kind ("pod" or "claim") and a name.
+// bare claim NAME into a kind ("pod", "claim" or "job") and a name.
 func explainTarget(arg string) (kind, name string, err error) {
 	res, name, found := strings.Cut(arg, "/")
 	if !found {
 		return "claim", arg, nil
 	}
 	if name == "" || strings.Contains(name, "/") {
-		return "", "", fmt.Errorf("explain %q: want [claim/]NAME or pod/NAME", arg)
+		return "", "", fmt.Errorf("explain %q: want [claim/]NAME, pod/NAME or job/NAME", arg)
 	}
 	switch strings.ToLower(res) {
 	case "pod", "pods", "po":
 		return "pod", name, nil
 	case "claim", "claims", "resourceclaim", "resourceclaims", "resourceclaim.resource.k8s.io":
 		return "claim", name, nil
+	case "job", "jobs", "job.batch", "jobs.batch":
+		return "job", name, nil
 	}
-	return "", "", fmt.Errorf("explain %q: unknown kind %q (want claim or pod)", arg, res)
+	return "", "", fmt.Errorf("explain %q: unknown kind %q (want claim, pod or job)", arg, res)
 }
+
+// explainJob reads the Job and, where Kueue is installed, the Workloads of its namespace.
+func explainJob(ctx context.Context, c inventory.Clients, s *inventory.Snapshot, ns, name string) (*explain.JobResult, error) {
+	job, err := c.Kube.BatchV1().Jobs(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	served := true
+	list, err := c.Dynamic.Resource(kueueWorkloads).Namespace(ns).List(ctx, metav1.ListOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		served, list = false, &unstructured.UnstructuredList{}
+	case err != nil:
+		return nil, fmt.Errorf("list Kueue workloads: %w", err)
+	}
+	return explain.ExplainJob(ctx, s, job, list.Items, served)
+}
+
+var kueueWorkloads = schema.GroupVersionResource{Group: "kueue.x-k8s.io", Version: "v1beta2", Resource: "workloads"}
