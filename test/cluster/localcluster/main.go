@@ -1,6 +1,6 @@
 // Command localcluster starts and stops the local control plane used by the demo and the tests.
 //
-//	localcluster build [--with kube-scheduler,...]   build and cache the binaries
+//	localcluster build [--with kube-scheduler,...]   build and cache the binaries (kueue: the kueue profile's)
 //	localcluster up    [--dir DIR] [--with ...]      start, print the kubeconfig path
 //	                   [--node-monitor-grace-period D ...] tune the node lifecycle controller
 //	                   [--profile dra-all] [--feature-gates A=true,...] [--runtime-config G/V=true,...]
@@ -33,7 +33,7 @@ func run(args []string) error {
 	}
 	fs := flag.NewFlagSet(args[0], flag.ContinueOnError)
 	dir := fs.String("dir", ".draforge/cluster", "state directory (certificates, data, logs, kubeconfig)")
-	with := fs.String("with", "", "extra components: kube-controller-manager,kube-scheduler")
+	with := fs.String("with", "", "extra components: kube-controller-manager,kube-scheduler (build: also kueue)")
 	cache := fs.String("cache", cluster.DefaultCacheDir(), "binary cache directory")
 	name := fs.String("name", "", "spawn: name of the process")
 	var nl cluster.NodeLifecycle
@@ -57,6 +57,14 @@ func run(args []string) error {
 	switch args[0] {
 	case "build":
 		for _, c := range append([]cluster.Component{cluster.Etcd, cluster.APIServer}, extra...) {
+			if c == "kueue" { // the kueue profile's Kueue (cluster.KueueVersion)
+				bin, _, err := cluster.KueueBinary(ctx, *cache, os.Stderr)
+				if err != nil {
+					return err
+				}
+				fmt.Println(bin)
+				continue
+			}
 			bin, err := cluster.Binary(ctx, *cache, c, os.Stderr)
 			if err != nil {
 				return err
