@@ -101,6 +101,9 @@ func FuzzSimulatedNodes(f *testing.F) {
 	f.Add([]byte("apiVersion: draforge.oaslananka/v1alpha1\nkind: SimulatedNodes\nmetadata:\n  name: flags\nspec:\n" +
 		"  prefix: gpu-node\n  count: 3\n  start: 7\n  labels: {gpu: h100}\n  taints: [{key: gpu, value: \"true\", effect: NoSchedule}]\n" +
 		"  allocatable: {cpu: 96, memory: 1Ti, example.com/fpga: 2}\n  leaseRenewInterval: 10s\n  statusReportInterval: 1m30s\n"))
+	f.Add([]byte("apiVersion: draforge.oaslananka/v1alpha1\nkind: SimulatedNodes\nmetadata:\n  name: topology\nspec:\n" +
+		"  prefix: gpu\n  topology:\n    levels:\n      - {key: topology.kubernetes.io/zone, count: 1}\n" +
+		"      - {key: topology.kubernetes.io/rack, count: 3, name: r}\n    nodesPerDomain: 2\n"))
 	f.Fuzz(func(t *testing.T, src []byte) {
 		for _, o := range decodeChecked(t, src) {
 			if o.Kind.Kind == simnode.Kind {

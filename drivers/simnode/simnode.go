@@ -9,6 +9,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -61,6 +62,61 @@ type Spec struct {
 	Allocatable          map[string]string `json:"allocatable,omitempty"`
 	LeaseRenewInterval   string            `json:"leaseRenewInterval,omitempty"`
 	StatusReportInterval string            `json:"statusReportInterval,omitempty"`
+	Topology             *Topology         `json:"topology,omitempty"`
+}
+
+// Topology lays the nodes out in nested domains, outermost first (zone, block, rack, NVLink
+// domain...), each a node label: Levels[0].Count domains, each holding Levels[1].Count domains,
+// and so on, the innermost holding NodesPerDomain nodes. The document's node count is the
+// product. A node's value for a level is <name>-<i>, i the domain's index among all domains of
+// that level in the document (node 0 starts in domain 0 of every level).
+type Topology struct {
+	Levels         []TopologyLevel `json:"levels"`
+	NodesPerDomain int             `json:"nodesPerDomain"`
+}
+
+// TopologyLevel is one level of a Topology: its node label key, how many domains of it each
+// domain of the level above holds, and the prefix of its label values (default: the key's
+// name part, "rack" for topology.kubernetes.io/rack).
+type TopologyLevel struct {
+	Key   string `json:"key"`
+	Count int    `json:"count"`
+	Name  string `json:"name,omitempty"`
+}
+
+// MaxTopologyLevels bounds Topology.Levels (the schema computes the node count from them).
+const MaxTopologyLevels = 4
+
+// nodes is the number of nodes the topology lays out.
+func (t *Topology) nodes() int {
+	n := t.NodesPerDomain
+	for _, l := range t.Levels {
+		n *= l.Count
+	}
+	return n
+}
+
+// labels are the topology labels of the document's i-th node.
+func (t *Topology) labels(i int) map[string]string {
+	out := map[string]string{}
+	domain := i / t.NodesPerDomain // index among the innermost domains
+	for j := len(t.Levels) - 1; j >= 0; j-- {
+		l := t.Levels[j]
+		out[l.Key] = l.valuePrefix() + "-" + strconv.Itoa(domain)
+		domain /= l.Count
+	}
+	return out
+}
+
+func (l TopologyLevel) valuePrefix() string {
+	if l.Name != "" {
+		return l.Name
+	}
+	_, name, found := strings.Cut(l.Key, "/")
+	if !found {
+		return l.Key
+	}
+	return name
 }
 
 // Decode reads the spec of a SimulatedNodes document that passed the schema. Quantities in
@@ -94,7 +150,17 @@ func (s Spec) check() error {
 	if s.Prefix == "" {
 		return fmt.Errorf("prefix is required")
 	}
-	if (s.Count > 0) == (len(s.Names) > 0) {
+	if t := s.Topology; t != nil {
+		if err := t.check(); err != nil {
+			return fmt.Errorf("topology: %w", err)
+		}
+		if len(s.Names) > 0 {
+			return fmt.Errorf("topology names its nodes by count: names may not be set")
+		}
+		if s.Count != 0 && s.Count != t.nodes() {
+			return fmt.Errorf("count %d: the topology lays out %d nodes", s.Count, t.nodes())
+		}
+	} else if (s.Count > 0) == (len(s.Names) > 0) {
 		return fmt.Errorf("exactly one of count or names must be set")
 	}
 	if s.Count > MaxNodes || len(s.Names) > MaxNodes {
@@ -116,10 +182,46 @@ func (s Spec) check() error {
 	return nil
 }
 
+func (t *Topology) check() error {
+	if len(t.Levels) == 0 || len(t.Levels) > MaxTopologyLevels {
+		return fmt.Errorf("%d levels: want 1 to %d", len(t.Levels), MaxTopologyLevels)
+	}
+	if t.NodesPerDomain < 1 || t.NodesPerDomain > MaxNodes {
+		return fmt.Errorf("nodesPerDomain %d: want 1 to %d", t.NodesPerDomain, MaxNodes)
+	}
+	keys := map[string]bool{}
+	n := t.NodesPerDomain
+	for _, l := range t.Levels {
+		if l.Count < 1 || l.Count > MaxNodes {
+			return fmt.Errorf("level %s: count %d: want 1 to %d", l.Key, l.Count, MaxNodes)
+		}
+		if keys[l.Key] {
+			return fmt.Errorf("level %s appears twice", l.Key)
+		}
+		if l.Key == corev1.LabelHostname || l.Key == LabelSimulated {
+			return fmt.Errorf("level %s: the node sets that label itself", l.Key)
+		}
+		keys[l.Key] = true
+		// Multiplied one at a time so that a large level cannot overflow the product.
+		if n *= l.Count; n > MaxNodes {
+			return fmt.Errorf("more than %d nodes", MaxNodes)
+		}
+	}
+	return nil
+}
+
+// count is how many nodes are named by count: Count, or the topology's nodes.
+func (s Spec) count() int {
+	if s.Topology != nil && len(s.Names) == 0 {
+		return s.Topology.nodes()
+	}
+	return s.Count
+}
+
 // NodeNames are the names the spec declares, in order.
 func (s Spec) NodeNames() []string {
 	var out []string
-	for i := range s.Count {
+	for i := range s.count() {
 		out = append(out, s.Prefix+"-"+strconv.Itoa(s.Start+i))
 	}
 	for _, n := range s.Names {
@@ -137,9 +239,12 @@ func (s Spec) Nodes(now time.Time) []*corev1.Node {
 	}
 	t := metav1.NewTime(now.Truncate(time.Second))
 	var out []*corev1.Node
-	for _, name := range s.NodeNames() {
+	for i, name := range s.NodeNames() {
 		labels := map[string]string{}
 		maps.Copy(labels, s.Labels)
+		if s.Topology != nil {
+			maps.Copy(labels, s.Topology.labels(i))
+		}
 		// Set by every kubelet; the scheduler and DaemonSets select on them.
 		labels[corev1.LabelHostname] = name
 		labels[corev1.LabelOSStable] = "linux"

@@ -109,15 +109,22 @@ func TestNamesAndDefaults(t *testing.T) {
 // unquoted n is a YAML boolean, which would make every case fail on the prefix alone).
 func TestDecodeRejects(t *testing.T) {
 	for name, c := range map[string]struct{ src, want string }{
-		"both":         {`{spec: {prefix: node, count: 2, names: [a]}}`, "exactly one of count or names"},
-		"neither":      {`{spec: {prefix: node}}`, "exactly one of count or names"},
-		"no prefix":    {`{spec: {count: 1}}`, "prefix is required"},
-		"quantity":     {`{spec: {prefix: node, count: 1, allocatable: {cpu: lots}}}`, "allocatable cpu"},
-		"short renew":  {`{spec: {prefix: node, count: 1, leaseRenewInterval: 10ms}}`, `interval "10ms"`},
-		"bad duration": {`{spec: {prefix: node, count: 1, statusReportInterval: soon}}`, `interval "soon"`},
-		"no spec":      {`{metadata: {name: x}}`, ""},
-		"count type":   {`{spec: {prefix: node, count: "two"}}`, "cannot unmarshal string"},
-		"too many":     {`{spec: {prefix: node, count: 10001}}`, "10001 nodes: at most 10000 per document"},
+		"both":               {`{spec: {prefix: node, count: 2, names: [a]}}`, "exactly one of count or names"},
+		"neither":            {`{spec: {prefix: node}}`, "exactly one of count or names"},
+		"no prefix":          {`{spec: {count: 1}}`, "prefix is required"},
+		"quantity":           {`{spec: {prefix: node, count: 1, allocatable: {cpu: lots}}}`, "allocatable cpu"},
+		"short renew":        {`{spec: {prefix: node, count: 1, leaseRenewInterval: 10ms}}`, `interval "10ms"`},
+		"bad duration":       {`{spec: {prefix: node, count: 1, statusReportInterval: soon}}`, `interval "soon"`},
+		"no spec":            {`{metadata: {name: x}}`, ""},
+		"count type":         {`{spec: {prefix: node, count: "two"}}`, "cannot unmarshal string"},
+		"too many":           {`{spec: {prefix: node, count: 10001}}`, "10001 nodes: at most 10000 per document"},
+		"topology and names": {`{spec: {prefix: x, names: [a], topology: {levels: [{key: rack, count: 2}], nodesPerDomain: 1}}}`, "names may not be set"},
+		"topology count":     {`{spec: {prefix: x, count: 3, topology: {levels: [{key: rack, count: 2}], nodesPerDomain: 1}}}`, "count 3: the topology lays out 2 nodes"},
+		"topology too big":   {`{spec: {prefix: x, topology: {levels: [{key: a, count: 100}, {key: b, count: 100}], nodesPerDomain: 2}}}`, "more than 10000 nodes"},
+		"topology overflow":  {`{spec: {prefix: x, topology: {levels: [{key: a, count: 4611686018427387904}], nodesPerDomain: 4}}}`, "want 1 to 10000"},
+		"topology no levels": {`{spec: {prefix: x, topology: {levels: [], nodesPerDomain: 2}}}`, "0 levels"},
+		"topology same key":  {`{spec: {prefix: x, topology: {levels: [{key: a, count: 1}, {key: a, count: 2}], nodesPerDomain: 2}}}`, "level a appears twice"},
+		"topology hostname":  {`{spec: {prefix: x, topology: {levels: [{key: kubernetes.io/hostname, count: 2}], nodesPerDomain: 2}}}`, "sets that label itself"},
 	} {
 		if _, err := decodeYAML(t, c.src); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want an error containing %q", name, err, c.want)
@@ -125,5 +132,35 @@ func TestDecodeRejects(t *testing.T) {
 	}
 	if s, err := decodeYAML(t, `{spec: {prefix: node, count: 10000}}`); err != nil || s.Count != MaxNodes {
 		t.Errorf("count 10000 (MaxNodes): %v", err)
+	}
+}
+
+// A topology lays nodes out outermost level first; each node's value for a level names its
+// domain among all domains of that level in the document.
+func TestTopologyLabels(t *testing.T) {
+	s, err := decodeYAML(t, `{spec: {prefix: gpu, start: 10, labels: {team: ml}, topology: {levels: [
+		{key: topology.kubernetes.io/zone, count: 1},
+		{key: cloud.google.com/gce-topology-block, count: 2, name: block},
+		{key: topology.kubernetes.io/rack, count: 2},
+		{key: nvidia.com/gpu.clique, count: 1}], nodesPerDomain: 3}}}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes := s.Nodes(time.Unix(0, 0))
+	if len(nodes) != 12 || nodes[0].Name != "gpu-10" || nodes[11].Name != "gpu-21" {
+		t.Fatalf("%d nodes, first %s", len(nodes), nodes[0].Name)
+	}
+	for i, want := range map[int][4]string{
+		0:  {"zone-0", "block-0", "rack-0", "gpu.clique-0"},
+		2:  {"zone-0", "block-0", "rack-0", "gpu.clique-0"},
+		3:  {"zone-0", "block-0", "rack-1", "gpu.clique-1"},
+		6:  {"zone-0", "block-1", "rack-2", "gpu.clique-2"},
+		11: {"zone-0", "block-1", "rack-3", "gpu.clique-3"},
+	} {
+		l := nodes[i].Labels
+		got := [4]string{l["topology.kubernetes.io/zone"], l["cloud.google.com/gce-topology-block"], l["topology.kubernetes.io/rack"], l["nvidia.com/gpu.clique"]}
+		if got != want || l["team"] != "ml" || l["kubernetes.io/hostname"] != nodes[i].Name {
+			t.Errorf("node %d: %v (labels %v), want %v", i, got, l, want)
+		}
 	}
 }

@@ -107,6 +107,9 @@ func (e *env) checkPodGroup(t *testing.T, ns, name, state, count string) {
 			}
 			return true, ""
 		})
+		if state == "running" {
+			e.checkTopology(t, ns, name, members)
+		}
 		if state == "pending" {
 			// All or nothing: none is placed a while later either.
 			time.Sleep(2 * time.Second)
@@ -174,4 +177,37 @@ func pods0(t *testing.T, members func() ([]corev1.Pod, error)) string {
 		t.Fatalf("no member pod: %v", err)
 	}
 	return pods[0].Name
+}
+
+// checkTopology: the pods of a PodGroup with a topology constraint all run on nodes of one
+// domain of its key (one rack, say).
+func (e *env) checkTopology(t *testing.T, ns, name string, members func() ([]corev1.Pod, error)) {
+	t.Helper()
+	g, err := e.Kube.SchedulingV1beta1().PodGroups(ns).Get(t.Context(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.Spec.SchedulingConstraints == nil || len(g.Spec.SchedulingConstraints.Topology) == 0 {
+		return
+	}
+	key := g.Spec.SchedulingConstraints.Topology[0].Key
+	pods, err := members()
+	if err != nil {
+		t.Fatal(err)
+	}
+	domains := map[string][]string{}
+	for _, p := range pods {
+		n, err := e.Kube.CoreV1().Nodes().Get(t.Context(), p.Spec.NodeName, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, ok := n.Labels[key]
+		if !ok {
+			t.Errorf("podgroup %s: pod %s on node %s without label %s", name, p.Name, n.Name, key)
+		}
+		domains[v] = append(domains[v], p.Name+"@"+n.Name)
+	}
+	if len(domains) != 1 {
+		t.Errorf("podgroup %s: pods in %d domains of %s, want one: %v", name, len(domains), key, domains)
+	}
 }

@@ -72,6 +72,14 @@ func (e *Env) Apply(t *testing.T, ns string, u *unstructured.Unstructured) *unst
 // TryApply is Apply returning the API server's error (admission and validation tests).
 func (e *Env) TryApply(t *testing.T, ns string, u *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	t.Helper()
+	if u.GetKind() == simnode.Kind {
+		// Not an API object: its Nodes are applied, as `draforge scenario apply` does.
+		spec, err := simnode.Decode(u)
+		if err != nil {
+			return nil, err
+		}
+		return u, simnode.Apply(t.Context(), e.Dynamic, spec, nil)
+	}
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(e.Kube.Discovery()))
 	gvk := u.GroupVersionKind()
 	m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/draforge/draforge/drivers/gvr"
 	"github.com/draforge/draforge/drivers/simdevice"
+	"github.com/draforge/draforge/drivers/simnode"
 )
 
 // PoolSlices returns the pool's slices by node: device names and pool generation.
@@ -100,6 +101,17 @@ func (e *Env) DeleteDocs(t *testing.T, docs []*unstructured.Unstructured) {
 			err = e.Kube.ResourceV1().DeviceTaintRules().Delete(ctx, u.GetName(), metav1.DeleteOptions{})
 		case "ResourceClaimTemplate":
 			err = e.Kube.ResourceV1().ResourceClaimTemplates(u.GetNamespace()).Delete(ctx, u.GetName(), metav1.DeleteOptions{})
+		case "SimulatedNodes":
+			spec, derr := simnode.Decode(u)
+			if derr != nil {
+				err = derr
+				break
+			}
+			for _, n := range spec.NodeNames() {
+				if err = IgnoreNotFound(e.Kube.CoreV1().Nodes().Delete(ctx, n, metav1.DeleteOptions{})); err != nil {
+					break
+				}
+			}
 		}
 		if IgnoreNotFound(err) != nil {
 			t.Errorf("delete %s %s: %v", u.GetKind(), u.GetName(), err)
