@@ -141,6 +141,35 @@ func TestOccupancyFilterAndDrillDown(t *testing.T) {
 	}
 }
 
+// Grouped by a topology label (from the URL): one table per rack on the page, each captioned
+// with its rack's totals, and the label offered in the group-by menu.
+func TestOccupancyGroupedByRack(t *testing.T) {
+	requireBrowser(t)
+	s, ts := newTestServer(t, Options{})
+	s.Publish(thousandNodes, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	dom, err := browser.RenderedDOM(ctx, ts.URL+"/#nodes?state=tainted&groupBy=draforge.io/rack", occupancyLoaded)
+	if err != nil {
+		t.Fatalf("%v\nDOM:\n%.4000s", err, dom)
+	}
+	for _, want := range []string{
+		`<option value="draforge.io/rack">draforge.io/rack</option>`,
+		"draforge.io/rack = rack-0: 10 nodes, 80 devices: 10 allocated, 60 free, 10 tainted (10)",
+		"draforge.io/rack = rack-9: 10 nodes, 80 devices: 10 allocated, 60 free, 10 tainted (10)",
+	} {
+		if !strings.Contains(dom, want) {
+			t.Errorf("rendered DOM lacks %q", want)
+		}
+	}
+	if n := strings.Count(dom, "draforge.io/rack = rack-"); n != 10 {
+		t.Errorf("%d rack tables, want one per rack", n)
+	}
+	if t.Failed() {
+		t.Logf("DOM:\n%.6000s", dom)
+	}
+}
+
 // The pods tab lists pods with their devices and the scheduler's message, and explains the
 // pod named in the URL: its pending claim and the scheduler's reason.
 func TestDashboardExplainsPod(t *testing.T) {

@@ -20,6 +20,13 @@ type OccupancyPage struct {
 	Tainted   int                       `json:"tainted"`
 	Free      int                       `json:"free"`
 	Rows      []inventory.NodeOccupancy `json:"rows"`
+	// TopologyKeys are the topology label keys the cluster's nodes carry (inventory.TopologyKeys),
+	// what groupBy can name.
+	TopologyKeys []string `json:"topologyKeys"`
+	// GroupBy, when the request named a label key, orders the matching rows by its value
+	// before paging; Groups sums each domain over every matching row.
+	GroupBy string                     `json:"groupBy,omitempty"`
+	Groups  []inventory.OccupancyGroup `json:"groups,omitempty"`
 }
 
 // NodeDevices is /api/occupancy/{node}: one node's row and its devices.
@@ -67,7 +74,7 @@ func (s *Server) podRoutes(mux *http.ServeMux, snap func(func(http.ResponseWrite
 		if etag(w, r, v.version) {
 			return
 		}
-		writeJSON(w, http.StatusOK, occupancyPage(v.occupancy, o.filter, o.state, o.offset, o.limit))
+		writeJSON(w, http.StatusOK, occupancyPage(v.occupancy, o))
 	}))
 	mux.HandleFunc("GET /api/occupancy/{node}", snap(func(w http.ResponseWriter, r *http.Request, v *view) {
 		node := r.PathValue("node")
@@ -100,15 +107,22 @@ func (s *Server) podRoutes(mux *http.ServeMux, snap func(func(http.ResponseWrite
 
 // occupancyPage filters rows by q (a substring of the node name, a pool, or a label written
 // key=value or key) and state ("allocated", "free", "tainted": rows with at least one such
-// device), then cuts one page.
-func occupancyPage(rows []inventory.NodeOccupancy, q, state string, offset, limit int) OccupancyPage {
-	p := OccupancyPage{Nodes: len(rows), Offset: offset, Limit: limit, Rows: []inventory.NodeOccupancy{}}
-	q = strings.TrimSpace(q)
+// device), orders them by the domain of groupBy when set, then cuts one page.
+func occupancyPage(rows []inventory.NodeOccupancy, o occupancyQuery) OccupancyPage {
+	p := OccupancyPage{Nodes: len(rows), Offset: o.offset, Limit: o.limit, Rows: []inventory.NodeOccupancy{},
+		TopologyKeys: inventory.TopologyKeys(rows), GroupBy: o.groupBy}
+	q := strings.TrimSpace(o.filter)
+	var matching []inventory.NodeOccupancy
 	for _, r := range rows {
-		if !matchRow(r, q) || !matchState(r, state) {
-			continue
+		if matchRow(r, q) && matchState(r, o.state) {
+			matching = append(matching, r)
 		}
-		if p.Total >= offset && len(p.Rows) < limit {
+	}
+	if o.groupBy != "" {
+		matching, p.Groups = inventory.GroupOccupancy(matching, o.groupBy)
+	}
+	for _, r := range matching {
+		if p.Total >= o.offset && len(p.Rows) < o.limit {
 			p.Rows = append(p.Rows, r)
 		}
 		p.Total++

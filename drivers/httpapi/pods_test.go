@@ -80,7 +80,16 @@ func TestPodRoutes(t *testing.T) {
 			t.Errorf("%s: total %d rows %d, want %d/%d", q, p.Total, len(p.Rows), want, rows)
 		}
 	}
-	for _, q := range []string{"?limit=0", "?limit=1001", "?offset=-1", "?offset=x", "?state=busy"} {
+	// groupBy orders the rows by a label's value before paging and sums each domain.
+	var grouped OccupancyPage
+	if err := json.Unmarshal(get("/api/occupancy?groupBy=kubernetes.io/hostname&offset=1&limit=1", 200), &grouped); err != nil {
+		t.Fatal(err)
+	}
+	if grouped.GroupBy != "kubernetes.io/hostname" || len(grouped.Groups) != 2 || grouped.Groups[0] != (inventory.OccupancyGroup{Value: "node-a", Nodes: 1, Devices: 2, Allocated: 1, Free: 1}) ||
+		len(grouped.Rows) != 1 || grouped.Rows[0].Node != "node-b" || grouped.TopologyKeys == nil {
+		t.Errorf("grouped occupancy %+v", grouped)
+	}
+	for _, q := range []string{"?limit=0", "?limit=1001", "?offset=-1", "?offset=x", "?state=busy", "?groupBy=a&groupBy=b"} {
 		if b := get("/api/occupancy"+q, 400); errCode(t, b) != codeBadRequest {
 			t.Errorf("%s: %s", q, b)
 		}

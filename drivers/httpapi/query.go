@@ -80,10 +80,11 @@ func enumParam(q url.Values, name string, values ...string) (string, error) {
 
 const maxInt = int(^uint(0) >> 1)
 
-// occupancyQuery is /api/occupancy's query: q (free text), state, offset, limit.
+// occupancyQuery is /api/occupancy's query: q (free text), state, groupBy (a node label
+// key), offset, limit.
 type occupancyQuery struct {
-	filter, state string
-	offset, limit int
+	filter, state, groupBy string
+	offset, limit          int
 }
 
 func parseOccupancyQuery(raw string) (occupancyQuery, error) {
@@ -94,6 +95,9 @@ func parseOccupancyQuery(raw string) (occupancyQuery, error) {
 	}
 	if err == nil {
 		o.state, err = enumParam(q, "state", "allocated", "free", "tainted")
+	}
+	if err == nil {
+		o.groupBy, err = single(q, "groupBy")
 	}
 	if err == nil {
 		o.offset, err = intParam(q, "offset", 0, 0, maxInt)

@@ -63,7 +63,7 @@ function showError(msg) {
   e.hidden = !msg;
 }
 
-const state = { claims: [], explainTarget: "", occ: { q: "", state: "", offset: 0, node: "" }, podTarget: "" };
+const state = { claims: [], explainTarget: "", occ: { q: "", state: "", groupBy: "", offset: 0, node: "" }, podTarget: "" };
 const occPageSize = 100; // rows in the DOM at once, whatever the node count
 const stripMax = 128;    // cells drawn per node; the rest is counted
 
@@ -254,20 +254,46 @@ async function loadOccupancy() {
   const qs = new URLSearchParams({ offset: o.offset, limit: occPageSize });
   if (o.q) qs.set("q", o.q);
   if (o.state) qs.set("state", o.state);
+  if (o.groupBy) qs.set("groupBy", o.groupBy);
   const p = await getJSON("/api/occupancy?" + qs);
+  groupOptions(p.topologyKeys || [], o.groupBy);
   if (p.total > 0 && p.offset >= p.total) { o.offset = 0; return loadOccupancy(); }
   $("occ-totals").textContent = p.total + " of " + p.nodes + " nodes · " + p.devices + " devices: " + p.allocated + " allocated, " +
     p.free + " free, " + p.tainted + " tainted";
   $("occ-range").textContent = p.total ? "nodes " + (p.offset + 1) + "–" + (p.offset + p.rows.length) + " of " + p.total : "no nodes match";
   $("occ-prev").disabled = p.offset === 0;
   $("occ-next").disabled = p.offset + p.rows.length >= p.total;
-  const t = table("Nodes", ["Node", "Devices", "Allocated", "Free", "Tainted", "Pools", "Occupancy"],
-    p.rows.map((r) => [el("button", { type: "button", class: "link", "data-node": r.node || "-" }, r.node || "(not bound to a node)"),
+  const nodeTable = (caption, rows) => table(caption, ["Node", "Devices", "Allocated", "Free", "Tainted", "Pools", "Occupancy"],
+    rows.map((r) => [el("button", { type: "button", class: "link", "data-node": r.node || "-" }, r.node || "(not bound to a node)"),
       r.devices, r.allocated, r.free, r.tainted, (r.pools || []).join(", ") || "–", strip(r.strip || "")]));
-  $("occupancy").replaceChildren(t);
+  if (!p.groupBy) {
+    $("occupancy").replaceChildren(nodeTable("Nodes", p.rows));
+  } else {
+    // One table per topology domain on this page, captioned with the domain's totals over
+    // every matching node (the rows arrive ordered by domain).
+    const tables = [];
+    for (const g of p.groups || []) {
+      const rows = p.rows.filter((r) => ((r.labels || {})[p.groupBy] || "") === g.value);
+      if (!rows.length) continue;
+      tables.push(nodeTable((g.value ? p.groupBy + " = " + g.value : "without " + p.groupBy) + ": " + g.nodes + " nodes, " +
+        g.devices + " devices: " + g.allocated + " allocated, " + g.free + " free, " + g.tainted + " tainted", rows));
+    }
+    $("occupancy").replaceChildren(...tables);
+  }
   if (o.node) await loadNode(o.node);
   document.body.dataset.occupancyMs = Math.round(performance.now());
   document.body.dataset.occupancy = "true";
+}
+
+// groupOptions offers the topology label keys the nodes carry (and the one chosen, even if no
+// node carries it any more).
+function groupOptions(keys, chosen) {
+  const sel = $("occ-group"), want = ["", ...new Set([...keys, ...(chosen ? [chosen] : [])])];
+  const have = Array.from(sel.options, (o) => o.value);
+  if (have.join("\n") !== want.join("\n")) {
+    sel.replaceChildren(...want.map((k) => el("option", { value: k }, k || "no grouping")));
+  }
+  sel.value = chosen;
 }
 
 async function loadNode(node) {
@@ -399,6 +425,7 @@ function occHash() {
   const o = state.occ, qs = new URLSearchParams();
   if (o.q) qs.set("q", o.q);
   if (o.state) qs.set("state", o.state);
+  if (o.groupBy) qs.set("groupBy", o.groupBy);
   if (o.offset) qs.set("offset", o.offset);
   if (o.node) qs.set("node", o.node);
   const s = qs.toString();
@@ -436,6 +463,7 @@ document.addEventListener("DOMContentLoaded", () => {
   });
   $("occ-form").addEventListener("submit", (ev) => ev.preventDefault());
   $("occ-state").addEventListener("change", () => { state.occ.state = $("occ-state").value; state.occ.offset = 0; occChanged(); });
+  $("occ-group").addEventListener("change", () => { state.occ.groupBy = $("occ-group").value; state.occ.offset = 0; occChanged(); });
   $("occ-prev").addEventListener("click", () => { state.occ.offset = Math.max(0, state.occ.offset - occPageSize); occChanged(); });
   $("occ-next").addEventListener("click", () => { state.occ.offset += occPageSize; occChanged(); });
   const [initial, query] = location.hash.slice(1).split("?");
@@ -447,7 +475,7 @@ document.addEventListener("DOMContentLoaded", () => {
   }
   if (initial === "nodes" && query) {
     const qs = new URLSearchParams(query);
-    state.occ = { q: qs.get("q") || "", state: qs.get("state") || "", offset: Math.max(0, parseInt(qs.get("offset") || "0", 10) || 0), node: qs.get("node") || "" };
+    state.occ = { q: qs.get("q") || "", state: qs.get("state") || "", groupBy: qs.get("groupBy") || "", offset: Math.max(0, parseInt(qs.get("offset") || "0", 10) || 0), node: qs.get("node") || "" };
     $("occ-filter").value = state.occ.q;
     $("occ-state").value = state.occ.state;
   }
