@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	tea "charm.land/bubbletea/v2"
@@ -93,6 +94,10 @@ type Model struct {
 	inject  Injector
 	confirm *FaultTarget // a fault waiting for y
 	message string       // one-line status (fault outcome, read-only notice)
+
+	// groupBy is the topology label key the nodes view groups by ("" for none); t cycles it
+	// through the keys the nodes carry.
+	groupBy string
 }
 
 // New returns a read-only model waiting for its first snapshot.
@@ -239,6 +244,10 @@ func (m *Model) key(k tea.KeyPressMsg) tea.Cmd {
 		m.move(len(m.rows[m.tab]))
 	case "/":
 		m.filtering = true
+	case "t":
+		if m.tab == TabNodes {
+			m.cycleGroup()
+		}
 	case "esc":
 		switch {
 		case len(m.detail) > 0 || m.detailKey != "":
@@ -305,7 +314,7 @@ func (m *Model) setSnapshot(s *inventory.Snapshot, version uint64) {
 		}
 	}
 	m.snap, m.version = s, version
-	m.rows = buildRows(s)
+	m.rows = buildRows(s, m.groupBy)
 	for t := range numTabs {
 		for i, r := range m.filtered(t) {
 			if keep[t] != "" && r.Key == keep[t] {
@@ -315,6 +324,27 @@ func (m *Model) setSnapshot(s *inventory.Snapshot, version uint64) {
 		}
 	}
 	m.clamp()
+}
+
+// cycleGroup moves the nodes view's grouping to the next topology key the nodes carry, after
+// the last back to none.
+func (m *Model) cycleGroup() {
+	if m.snap == nil {
+		return
+	}
+	var rows []inventory.NodeOccupancy
+	for _, n := range m.snap.Nodes {
+		rows = append(rows, inventory.NodeOccupancy{Node: n.Name, Labels: n.Labels})
+	}
+	keys := append([]string{""}, inventory.TopologyKeys(rows)...)
+	i := slices.Index(keys, m.groupBy)
+	m.groupBy = keys[(i+1)%len(keys)]
+	if m.groupBy == "" {
+		m.message = "nodes not grouped"
+	} else {
+		m.message = "nodes grouped by " + m.groupBy + " (t: next)"
+	}
+	m.setSnapshot(m.snap, m.version)
 }
 
 func (m *Model) explainCmd(key string) tea.Cmd {
@@ -351,7 +381,7 @@ func explainLines(s *inventory.Snapshot, key string) []string {
 }
 
 // buildRows derives every tab's rows from the snapshot.
-func buildRows(s *inventory.Snapshot) [numTabs][]Row {
+func buildRows(s *inventory.Snapshot, groupBy string) [numTabs][]Row {
 	var rows [numTabs][]Row
 	if s == nil {
 		return rows
@@ -370,7 +400,23 @@ func buildRows(s *inventory.Snapshot) [numTabs][]Row {
 		rows[TabPools] = append(rows[TabPools], Row{Key: "pool:" + p.PoolID.String(),
 			Text: fmt.Sprintf("%-48s %-16s %4d dev %4d alloc %4d tainted  %s", p.PoolID.String(), orDash(p.Node), p.Devices, p.Allocated, p.Tainted, p.Health)})
 	}
-	for _, n := range inventory.Occupancy(s, devices) {
+	occupancy := inventory.Occupancy(s, devices)
+	var groups []inventory.OccupancyGroup
+	if groupBy != "" {
+		occupancy, groups = inventory.GroupOccupancy(occupancy, groupBy)
+	}
+	for i, n := range occupancy {
+		// A header line before each topology domain's nodes, with the domain's totals.
+		if groupBy != "" && (i == 0 || occupancy[i-1].Labels[groupBy] != n.Labels[groupBy]) {
+			g := groups[0]
+			groups = groups[1:]
+			name := groupBy + " = " + g.Value
+			if g.Value == "" {
+				name = "without " + groupBy
+			}
+			rows[TabNodes] = append(rows[TabNodes], Row{Key: "domain:" + g.Value,
+				Text: fmt.Sprintf("── %s: %d nodes, %d dev %d alloc %d free %d tainted", name, g.Nodes, g.Devices, g.Allocated, g.Free, g.Tainted)})
+		}
 		rows[TabNodes] = append(rows[TabNodes], Row{Key: "node:" + n.Node,
 			Text: fmt.Sprintf("%-24s %4d dev %4d alloc %4d free %4d tainted  %s", orDefault(n.Node, "(no single node)"), n.Devices, n.Allocated, n.Free, n.Tainted, Strip(n.Strip, 48))})
 	}

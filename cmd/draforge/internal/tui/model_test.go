@@ -306,3 +306,35 @@ func TestExplainFollowsSnapshotsOneAtATime(t *testing.T) {
 		t.Errorf("explanation not shown:\n%s", m.Render())
 	}
 }
+
+// t on the nodes view groups the nodes by each topology key they carry in turn, a header line
+// with each domain's totals before its nodes, then back to no grouping.
+func TestGroupNodesByTopology(t *testing.T) {
+	s := thousand()
+	for i, n := range s.Nodes {
+		n.Labels["topology.kubernetes.io/zone"] = fmt.Sprintf("zone-%d", i/500)
+		n.Labels["topology.kubernetes.io/rack"] = fmt.Sprintf("rack-%d", i/100)
+	}
+	m := New()
+	m.Update(tea.WindowSizeMsg{Width: 140, Height: 30})
+	m.Update(SnapshotMsg{Snapshot: s, Version: 1})
+	press(m, "3", "t")
+	if !strings.Contains(m.Render(), "t group by topology") {
+		t.Errorf("the nodes view does not offer t:\n%s", m.Render())
+	}
+	rows := m.Visible()
+	if len(rows) != 1010 || rows[0].Key != "domain:rack-0" || rows[1].Key != "node:n-0000" || rows[101].Key != "domain:rack-1" {
+		t.Fatalf("%d rows, first %+v, 101st %+v", len(rows), rows[0], rows[101])
+	}
+	if want := "── topology.kubernetes.io/rack = rack-0: 100 nodes, 400 dev 1 alloc 399 free 0 tainted"; rows[0].Text != want {
+		t.Errorf("header %q, want %q", rows[0].Text, want)
+	}
+	press(m, "t")
+	if rows := m.Visible(); len(rows) != 1002 || rows[0].Key != "domain:zone-0" || rows[501].Key != "domain:zone-1" {
+		t.Errorf("by zone: %d rows, %+v", len(rows), rows[0])
+	}
+	press(m, "t")
+	if rows := m.Visible(); len(rows) != 1000 || rows[0].Key != "node:n-0000" {
+		t.Errorf("ungrouped: %d rows", len(rows))
+	}
+}

@@ -10,6 +10,9 @@ import (
 // keysLine is shown at the bottom of every screen.
 const keysLine = "tab/1-6 views · ↑↓ jk pgup/dn g/G move · / filter · enter explain · esc close · q quit"
 
+// nodesKeysLine is keysLine on the nodes view, where enter explains nothing and t groups.
+const nodesKeysLine = "tab/1-6 views · ↑↓ jk pgup/dn g/G move · / filter · t group by topology · esc close · q quit"
+
 // View implements tea.Model.
 func (m *Model) View() tea.View {
 	v := tea.NewView(m.Render())
@@ -82,10 +85,14 @@ func (m *Model) Render() string {
 }
 
 func (m *Model) keys() string {
-	if m.inject == nil {
-		return keysLine + " · read-only"
+	line := keysLine
+	if m.tab == TabNodes {
+		line = nodesKeysLine
 	}
-	return keysLine + " · F fault (asks first)"
+	if m.inject == nil {
+		return line + " · read-only"
+	}
+	return line + " · F fault (asks first)"
 }
 
 func truncate(s string, w int) string {
