@@ -70,7 +70,7 @@ func (i *Informers) Writes() *Writes { return &i.writes }
 // Their lists and watches wait out an unreachable API server instead of backing off (see
 // reconnecting).
 func NewInformers(client dynamic.Interface) *Informers {
-	optional := &optionalSet{onMissing: map[schema.GroupVersionResource]func(){}, missing: map[schema.GroupVersionResource]bool{}}
+	optional := &optionalSet{onMissing: map[schema.GroupVersionResource]func(error){}, missing: map[schema.GroupVersionResource]error{}}
 	if client != nil {
 		client = optionalClient{Interface: reconnecting{client}, set: optional}
 	}

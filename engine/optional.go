@@ -19,11 +19,12 @@ import (
 const optionalRecheck = 5 * time.Minute
 
 // optionalSet holds the resources an API server may not serve (DeviceTaintRules before
-// Kubernetes 1.37) and what to do the first time it answers 404 for one.
+// Kubernetes 1.37, PodGroups without their API version) or may not let this process read (a
+// kubeconfig or chart without the rule), and what to do the first time it refuses one.
 type optionalSet struct {
 	mu        sync.Mutex
-	onMissing map[schema.GroupVersionResource]func()
-	missing   map[schema.GroupVersionResource]bool
+	onMissing map[schema.GroupVersionResource]func(error)
+	missing   map[schema.GroupVersionResource]error
 }
 
 func (s *optionalSet) isOptional(gvr schema.GroupVersionResource) bool {
@@ -33,29 +34,44 @@ func (s *optionalSet) isOptional(gvr schema.GroupVersionResource) bool {
 	return ok
 }
 
-// notServed records the 404 and calls onMissing once per resource.
-func (s *optionalSet) notServed(gvr schema.GroupVersionResource) {
+// refused reports whether err is the answer of an API server that does not serve the resource
+// (404) or does not let the caller read it (403).
+func refused(err error) bool {
+	return apierrors.IsNotFound(err) || apierrors.IsForbidden(err)
+}
+
+// notServed records the refusal and calls onMissing once per resource.
+func (s *optionalSet) notServed(gvr schema.GroupVersionResource, err error) {
 	s.mu.Lock()
-	first := !s.missing[gvr]
-	s.missing[gvr] = true
+	_, seen := s.missing[gvr]
+	s.missing[gvr] = err
 	fn := s.onMissing[gvr]
 	s.mu.Unlock()
-	if first && fn != nil {
-		fn()
+	if !seen && fn != nil {
+		fn(err)
 	}
 }
 
-// Optional marks gvr as a resource the API server may not serve. A 404 to its list or watch then
-// reads as "no objects": the informer syncs empty (its handlers never fire) instead of retrying
-// the 404 forever and keeping the process unready. onMissing (may be nil) runs the first time.
-// Call it before Start.
-func (i *Informers) Optional(gvr schema.GroupVersionResource, onMissing func()) {
+// Optional marks gvr as a resource the API server may not serve or this process may not read.
+// A 404 or 403 to its list or watch then reads as "no objects": the informer syncs empty (its
+// handlers never fire) instead of retrying forever and keeping the process unready. onMissing
+// (may be nil) runs the first time, with the API server's error. Call it before Start.
+func (i *Informers) Optional(gvr schema.GroupVersionResource, onMissing func(error)) {
 	i.optional.mu.Lock()
 	defer i.optional.mu.Unlock()
 	i.optional.onMissing[gvr] = onMissing
 }
 
-// optionalClient answers a 404 to an optional resource's list or watch with an empty result.
+// Missing returns the API server's last refusal of an optional resource (a 404 or 403 error),
+// nil when it was listed.
+func (i *Informers) Missing(gvr schema.GroupVersionResource) error {
+	i.optional.mu.Lock()
+	defer i.optional.mu.Unlock()
+	return i.optional.missing[gvr]
+}
+
+// optionalClient answers a 404 or 403 to an optional resource's list or watch with an empty
+// result.
 type optionalClient struct {
 	dynamic.Interface
 	set *optionalSet
@@ -110,8 +126,8 @@ func (r optionalNamespaced) Watch(ctx context.Context, opts metav1.ListOptions) 
 
 func optionalList(ctx context.Context, r dynamic.ResourceInterface, gvr schema.GroupVersionResource, set *optionalSet, opts metav1.ListOptions) (*unstructured.UnstructuredList, error) {
 	l, err := r.List(ctx, opts)
-	if apierrors.IsNotFound(err) {
-		set.notServed(gvr)
+	if refused(err) {
+		set.notServed(gvr, err)
 		l, err = &unstructured.UnstructuredList{}, nil
 		l.SetResourceVersion("0")
 	}
@@ -120,10 +136,10 @@ func optionalList(ctx context.Context, r dynamic.ResourceInterface, gvr schema.G
 
 func optionalWatch(ctx context.Context, r dynamic.ResourceInterface, gvr schema.GroupVersionResource, set *optionalSet, opts metav1.ListOptions) (watch.Interface, error) {
 	w, err := r.Watch(ctx, opts)
-	if !apierrors.IsNotFound(err) {
+	if !refused(err) {
 		return w, err
 	}
-	set.notServed(gvr)
+	set.notServed(gvr, err)
 	return emptyWatch(opts, optionalRecheck), nil
 }
 

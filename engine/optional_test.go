@@ -42,7 +42,7 @@ func TestOptionalResourceNotServedSyncsEmpty(t *testing.T) {
 	rules := schema.GroupVersionResource{Group: "resource.k8s.io", Version: "v1", Resource: "devicetaintrules"}
 	inf := NewInformers(c)
 	var missing atomic.Int32
-	inf.Optional(rules, func() { missing.Add(1) })
+	inf.Optional(rules, func(error) { missing.Add(1) })
 	var events atomic.Int32
 	inf.Notify(rules, cache.ResourceEventHandlerFuncs{AddFunc: func(any) { events.Add(1) }})
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)

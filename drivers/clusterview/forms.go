@@ -7,6 +7,7 @@ import (
 	"github.com/rs/zerolog"
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -36,9 +37,12 @@ func Watch(inf *engine.Informers, kube kubernetes.Interface, log zerolog.Logger)
 // taints a device, as in its kube-scheduler, and the informer syncs empty instead of waiting
 // for the resource forever.
 func optionalResources(inf *engine.Informers, log zerolog.Logger) {
-	inf.Optional(gvr.DeviceTaintRules, func() {
-		log.Warn().Str("resource", gvr.DeviceTaintRules.String()).
-			Msg("the API server does not serve DeviceTaintRules (Kubernetes before 1.37): no DeviceTaintRule taints a device")
+	inf.Optional(gvr.DeviceTaintRules, func(err error) {
+		msg := "the API server does not serve DeviceTaintRules (Kubernetes before 1.37): no DeviceTaintRule taints a device"
+		if apierrors.IsForbidden(err) {
+			msg = "not allowed to list DeviceTaintRules (give this ServiceAccount get, list and watch on them): no DeviceTaintRule taints a device"
+		}
+		log.Warn().Str("resource", gvr.DeviceTaintRules.String()).Msg(msg)
 	})
 }
 

@@ -23,6 +23,9 @@ var (
 	ResourceClaims = schema.GroupVersionResource{Group: "resource.k8s.io", Version: "v1", Resource: "resourceclaims"}
 	// DeviceTaintRules taint devices like the drivers' own taints (GA in 1.37).
 	DeviceTaintRules = schema.GroupVersionResource{Group: "resource.k8s.io", Version: "v1", Resource: "devicetaintrules"}
+	// PodGroups are Kubernetes 1.37's gangs (GenericWorkload), served only with
+	// scheduling.k8s.io/v1beta1 turned on.
+	PodGroups = schema.GroupVersionResource{Group: "scheduling.k8s.io", Version: "v1beta1", Resource: "podgroups"}
 
 	// Core v1.
 	Nodes      = schema.GroupVersionResource{Version: "v1", Resource: "nodes"}
@@ -37,5 +40,5 @@ var (
 
 // All is every resource above, for checks that a resource named elsewhere is a shared one.
 var All = []schema.GroupVersionResource{
-	SimulatedDevicePools, ResourceSlices, DeviceClasses, ResourceClaims, DeviceTaintRules, Nodes, Pods, Namespaces, CustomResourceDefinitions, Leases,
+	SimulatedDevicePools, ResourceSlices, DeviceClasses, ResourceClaims, DeviceTaintRules, PodGroups, Nodes, Pods, Namespaces, CustomResourceDefinitions, Leases,
 }

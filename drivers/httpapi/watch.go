@@ -8,6 +8,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
@@ -43,10 +45,13 @@ func (wt *Watcher) Register() error {
 	wt.kick = make(chan struct{}, 1)
 	wt.pending = map[Change]struct{}{}
 	wt.infs = map[string]cache.SharedIndexInformer{}
+	// Gangs are Kubernetes 1.37 with scheduling.k8s.io/v1beta1 on, and a chart or kubeconfig
+	// may not grant them: without them there are no gangs to show, not a view that never syncs.
+	wt.Informers.Optional(gvr.PodGroups, nil)
 	for kind, resource := range map[string]schema.GroupVersionResource{
 		simdevice.Kind: gvr.SimulatedDevicePools, "ResourceSlice": gvr.ResourceSlices, "DeviceClass": gvr.DeviceClasses,
 		"ResourceClaim": gvr.ResourceClaims, "Pod": gvr.Pods, "Node": gvr.Nodes,
-		"DeviceTaintRule": gvr.DeviceTaintRules,
+		"DeviceTaintRule": gvr.DeviceTaintRules, "PodGroup": gvr.PodGroups,
 	} {
 		inf := wt.Informers.For(resource)
 		wt.infs[kind] = inf
@@ -166,7 +171,13 @@ func (wt *Watcher) capture() func() *inventory.Snapshot {
 	for kind, inf := range wt.infs {
 		lists[kind] = inf.GetStore().List()
 	}
-	return func() *inventory.Snapshot { return build(lists) }
+	// Not served means there are none; forbidden means they were not read.
+	podGroupsRead := !apierrors.IsForbidden(wt.Informers.Missing(gvr.PodGroups))
+	return func() *inventory.Snapshot {
+		s := build(lists)
+		s.PodGroupsRead = podGroupsRead
+		return s
+	}
 }
 
 // build converts cached objects, by kind, into a sorted Snapshot.
@@ -190,6 +201,7 @@ func build(lists map[string][]any) *inventory.Snapshot {
 	s.Pods = typedList[corev1.Pod](lists["Pod"])
 	s.Nodes = typedList[corev1.Node](lists["Node"])
 	s.TaintRules = typedList[resourcev1.DeviceTaintRule](lists["DeviceTaintRule"])
+	s.PodGroups = typedList[schedulingv1beta1.PodGroup](lists["PodGroup"])
 	return s.Sort()
 }
 

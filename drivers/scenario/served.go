@@ -15,7 +15,7 @@ import (
 )
 
 // podGroups are Kubernetes 1.37's PodGroups (GenericWorkload), not served by default.
-var podGroups = schema.GroupVersionResource{Group: "scheduling.k8s.io", Version: "v1beta1", Resource: "podgroups"}
+var podGroups = gvr.PodGroups
 
 // Kueue's objects (kueue.x-k8s.io/v1beta2), served where Kueue is installed.
 var (

@@ -42,8 +42,14 @@ func TestScenariosDRAAll(t *testing.T) {
 	e := &env{e2eutil.NewEnv(t, c.Kubeconfig)}
 	e.Setup(t)
 	ctrl := e2eutil.StartController(t, c.Kubeconfig)
+	// draforge serve (the dashboard and the TUI read the same snapshot) shows the gangs too.
+	gangServe = e2eutil.Run(t, e2eutil.ControllerSpec{Kubeconfig: c.Kubeconfig, Subcommand: "serve", AddrFlag: "--address"})
+	t.Cleanup(func() { gangServe = nil })
 	runScenarios(t, e, ctrl, files)
 }
+
+// gangServe is the draforge serve TestScenariosDRAAll runs, nil elsewhere.
+var gangServe *controller
 
 // checkPodGroup waits for a PodGroup's outcome (see workloadLine).
 func (e *env) checkPodGroup(t *testing.T, ns, name, state, count string) {
@@ -133,6 +139,16 @@ func (e *env) checkPodGroup(t *testing.T, ns, name, state, count string) {
 			if !strings.Contains(out, want) {
 				t.Errorf("explain of a member of %s lacks %q:\n%s", name, want, out)
 			}
+		}
+		if gangServe != nil {
+			// The dashboard's explain of the pod (serve's snapshot, from its informers).
+			path := "/api/explain/pod/" + ns + "/" + pods0(t, members)
+			eventually(t, 30*time.Second, func() (bool, string) {
+				code, body := gangServe.Get(path)
+				ok := code == 200 && strings.Contains(body, `"podGroup": "`+name+`"`) && strings.Contains(body, `"minCount": `) &&
+					strings.Contains(body, `"placed": `+map[bool]string{true: count, false: "0"}[state == "running"])
+				return ok, fmt.Sprintf("serve %s: %d %s", path, code, body)
+			})
 		}
 	case "ends":
 		g, err := groups.Get(ctx, name, metav1.GetOptions{})
