@@ -13,6 +13,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	"github.com/draforge/draforge/drivers/inventory"
@@ -278,4 +280,42 @@ func getSize(t *testing.T, url string) int {
 		t.Fatalf("%s: %d %v", url, resp.StatusCode, err)
 	}
 	return len(b)
+}
+
+// The pods tab's explanation of a gang member shows its PodGroup: policy and minCount, members
+// placed, and kube-scheduler's verdict on the group.
+func TestDashboardExplainsGangMember(t *testing.T) {
+	requireBrowser(t)
+	s, ts := newTestServer(t, Options{})
+	s.Publish(func() *inventory.Snapshot {
+		snap := withPendingPod()
+		for _, p := range snap.Pods {
+			if p.Name == "stuck" {
+				p.Spec.SchedulingGroup = &corev1.PodSchedulingGroup{PodGroupName: ptr.To("big")}
+			}
+		}
+		snap.PodGroups = []*schedulingv1beta1.PodGroup{{ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "big"},
+			Spec: schedulingv1beta1.PodGroupSpec{SchedulingPolicy: schedulingv1beta1.PodGroupSchedulingPolicy{Gang: &schedulingv1beta1.GangSchedulingPolicy{MinCount: 3}}},
+			Status: schedulingv1beta1.PodGroupStatus{Conditions: []metav1.Condition{{Type: schedulingv1beta1.PodGroupInitiallyScheduled, Status: metav1.ConditionFalse,
+				Reason: "Unschedulable", Message: "pod group is unschedulable, 0/1 placements are available"}}}}}
+		snap.PodGroupsRead = true
+		return snap.Sort()
+	}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	dom, err := browser.RenderedDOM(ctx, ts.URL+"/#pods?explain=demo%2Fstuck", dashboardLoaded+` && document.getElementById("pod-explain-gang")`)
+	if err != nil {
+		t.Fatalf("%v\nDOM:\n%.4000s", err, dom)
+	}
+	for _, want := range []string{
+		"PodGroup big (gang, minCount 3): 1 pods, 0 placed",
+		"Group scheduling: </strong>False Unschedulable: pod group is unschedulable, 0/1 placements are available",
+	} {
+		if !strings.Contains(dom, want) {
+			t.Errorf("rendered DOM lacks %q", want)
+		}
+	}
+	if t.Failed() {
+		t.Logf("DOM:\n%.6000s", dom)
+	}
 }

@@ -339,6 +339,7 @@ async function explainPod(key) {
   }
   const parts = [el("h3", {}, "Pod " + key + " ", badge(r.phase, podLevel(r.phase))), el("p", { id: "pod-explain-summary" }, r.summary)];
   if (r.scheduler) parts.push(el("p", {}, el("strong", {}, "Scheduler: "), (r.scheduler.reason ? r.scheduler.reason + ": " : "") + r.scheduler.message));
+  if (r.gang) parts.push(gangPart(r.gang));
   if ((r.devices || []).length) parts.push(table("Devices held", ["Claim", "Request", "Device", "Node"],
     r.devices.map((d) => [d.claim, d.request, d.driver + "/" + d.pool + "/" + d.device, d.node || "(any node)"])));
   parts.push(table("Claims", ["Entry", "Source", "Claim", "State", "Summary"],
@@ -346,6 +347,21 @@ async function explainPod(key) {
       c.explanation ? badge(c.explanation.claim.state, claimLevel(c.explanation.claim.state)) : badge("missing", "bad"),
       c.problem || (c.explanation ? c.explanation.summary : "–")])));
   $("pod-explain").replaceChildren(...parts);
+}
+
+// gangPart shows the pod's PodGroup: its policy, members placed, kube-scheduler's verdict on
+// the group (why the rest wait) and the claims made for it.
+function gangPart(g) {
+  const head = el("p", { id: "pod-explain-gang" }, el("strong", {}, "Gang: "));
+  if (g.unread) head.append("PodGroup " + g.podGroup + " (PodGroups were not read)");
+  else if (!g.found) head.append("PodGroup " + g.podGroup + " does not exist: kube-scheduler places no member until it does");
+  else head.append("PodGroup " + g.podGroup + " (" + g.policy + (g.minCount ? ", minCount " + g.minCount : "") + "): " +
+    g.members + " pods, " + g.placed + " placed");
+  const parts = [head];
+  if (g.scheduling) parts.push(el("p", {}, el("strong", {}, "Group scheduling: "),
+    g.scheduling.status + (g.scheduling.reason ? " " + g.scheduling.reason : "") + (g.scheduling.message ? ": " + g.scheduling.message : "")));
+  if ((g.claims || []).length) parts.push(table("Claims of the group", ["Entry", "Claim"], g.claims.map((c) => [c.name, c.claim || "–"])));
+  return el("div", {}, ...parts);
 }
 
 async function checkReady() {
