@@ -9,6 +9,9 @@ import (
 	tea "charm.land/bubbletea/v2"
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/draforge/draforge/drivers/inventory"
 	it "github.com/draforge/draforge/drivers/inventory/inventorytest"
@@ -165,6 +168,31 @@ func TestFilter(t *testing.T) {
 	press(m, "esc")
 	if len(m.Visible()) != 1000 {
 		t.Errorf("esc kept the filter: %d rows", len(m.Visible()))
+	}
+}
+
+// A gang member's explanation shows its PodGroup and why the group waits.
+func TestExplainGangMember(t *testing.T) {
+	s := it.Healthy()
+	p := it.Pod("demo", "stuck", "waiting", "")
+	p.Spec.SchedulingGroup = &corev1.PodSchedulingGroup{PodGroupName: ptr.To("big")}
+	s.Pods = append(s.Pods, p)
+	s.PodGroups = []*schedulingv1beta1.PodGroup{{ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "big"},
+		Spec: schedulingv1beta1.PodGroupSpec{SchedulingPolicy: schedulingv1beta1.PodGroupSchedulingPolicy{Gang: &schedulingv1beta1.GangSchedulingPolicy{MinCount: 3}}},
+		Status: schedulingv1beta1.PodGroupStatus{Conditions: []metav1.Condition{{Type: schedulingv1beta1.PodGroupInitiallyScheduled, Status: metav1.ConditionFalse,
+			Reason: "Unschedulable", Message: "pod group is unschedulable, 0/1 placements are available"}}}}}
+	s.PodGroupsRead = true
+	s.Sort()
+	m := New()
+	m.Update(tea.WindowSizeMsg{Width: 140, Height: 40})
+	m.Update(SnapshotMsg{Snapshot: s, Version: 1})
+	press(m, "5")
+	m.Update(press(m, "enter")())
+	out := m.Render()
+	for _, want := range []string{"Gang:      PodGroup big (gang, minCount 3)", "pod group is unschedulable, 0/1 placements are available"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("pod explain lacks %q:\n%s", want, out)
+		}
 	}
 }
 
