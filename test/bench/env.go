@@ -130,6 +130,11 @@ func BuildController(ctx context.Context, bin string, log io.Writer) error {
 // the extra arguments per component) in dir, left running, and installs the CRDs; bin is a
 // built draforge binary.
 func StartCluster(ctx context.Context, dir, bin string, log io.Writer, args map[cluster.Component][]string) (*Env, error) {
+	return StartClusterProfile(ctx, dir, bin, log, args, "")
+}
+
+// StartClusterProfile is StartCluster with a control plane profile (cluster.Profiles).
+func StartClusterProfile(ctx context.Context, dir, bin string, log io.Writer, args map[cluster.Component][]string, profile string) (*Env, error) {
 	root, err := ModuleRoot()
 	if err != nil {
 		return nil, err
@@ -155,7 +160,7 @@ func StartCluster(ctx context.Context, dir, bin string, log io.Writer, args map[
 			"--cert-dir="+filepath.Join(dir, "kube-scheduler-certs"), "--profiling=true",
 			"--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics,/debug/pprof/*")
 	}
-	c, err := cluster.Start(ctx, cluster.Options{Dir: dir, Log: log, Extra: cluster.Workloads, Args: args})
+	c, err := cluster.Start(ctx, cluster.Options{Dir: dir, Log: log, Extra: cluster.Workloads, Args: args, Profile: profile})
 	if err != nil {
 		return nil, err
 	}

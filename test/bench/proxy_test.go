@@ -205,3 +205,31 @@ func TestMedianOfRuns(t *testing.T) {
 		t.Errorf("runsText = %q", got)
 	}
 }
+
+// The gangs rows: gangs/s is pods/s over the gang size; the agents' work per pod has a target.
+func TestGangRows(t *testing.T) {
+	r := &WorkloadsResult{Shape: GangShape(DefaultConfig()), Nodes: 500, Devices: 8,
+		DRAForge: &WorkloadSide{Pods: 480, Rate: 40, Scheduled: 42, Wall: 12 * time.Second, CPU: time.Second,
+			Requests: Counts{"patch pods/status": 480, "watch pods": 2, "patch leases": 1000}},
+		Kwok: &WorkloadSide{Pods: 480, Rate: 48, Scheduled: 50, Wall: 10 * time.Second, CPU: time.Second,
+			Requests: Counts{"patch pods/status": 480, "list pods": 10, "update leases": 800}},
+	}
+	rows := GangRows(r)
+	if len(rows) != 4 {
+		t.Fatalf("%d rows", len(rows))
+	}
+	rate, work := rows[0], rows[1]
+	if rate.Value != "5.00 gangs/s (40.0 pods/s, bound 42.0/s)" || rate.Baseline != "KWOK 6.00 gangs/s (48.0 pods/s, bound 50.0/s)" || rate.Ratio != "0.83" ||
+		!strings.Contains(rate.Metric, "60 gangs of 8 pods x 8 devices, profile dra-all") {
+		t.Errorf("rate row %+v", rate)
+	}
+	if !work.OK || work.Value != "1.00" || work.Baseline != "KWOK 1.02" {
+		t.Errorf("work row %+v", work)
+	}
+	more := *r.DRAForge
+	more.Requests = Counts{"patch pods/status": 480, "get pods": 480}
+	r.DRAForge = &more
+	if work := GangRows(r)[1]; work.OK {
+		t.Errorf("2 requests per pod against KWOK's 1.02 met: %+v", work)
+	}
+}

@@ -105,8 +105,11 @@ type Config struct {
 	WorkloadNodes, WorkloadDevices, WorkloadPods int
 	// WorkloadRounds is how many times each workloads side runs, interleaved D K K D …
 	WorkloadRounds int
+	// Gang* size the gangs phase: Gangs PodGroups of GangSize pods, each pod a whole node's
+	// GangDevices devices, on GangNodes nodes, on the dra-all profile (issue 31).
+	GangNodes, GangDevices, GangSize, Gangs int
 	// Only, when non-empty, selects phases: unit, publish, alloc, churn, cost, memory, explain,
-	// nodes, scale-publish, scale-nodes, workloads.
+	// nodes, scale-publish, scale-nodes, workloads, gangs.
 	Only map[string]bool
 }
 
@@ -123,6 +126,7 @@ func DefaultConfig() Config {
 		SimNodes: 100, NodeWindow: 60 * time.Second,
 		Scale:         DefaultScaleConfig(),
 		WorkloadNodes: 500, WorkloadDevices: 10, WorkloadPods: 5000, WorkloadRounds: 2,
+		GangNodes: 500, GangDevices: 8, GangSize: 8, Gangs: 60,
 	}
 }
 
@@ -173,6 +177,13 @@ func Run(ctx context.Context, cfg Config, log io.Writer) ([]Row, error) {
 		r, err := runWorkloads(ctx, cfg, log)
 		if err != nil {
 			fail("workloads: DRAForge vs KWOK", err)
+		}
+		rows = append(rows, r...)
+	}
+	if cfg.run("gangs") {
+		r, err := runGangs(ctx, cfg, log)
+		if err != nil {
+			fail("gangs: DRAForge vs KWOK", err)
 		}
 		rows = append(rows, r...)
 	}
@@ -301,11 +312,62 @@ func runWorkloads(ctx context.Context, cfg Config, log io.Writer) ([]Row, error)
 	if err := BuildController(ctx, bin, log); err != nil {
 		return nil, err
 	}
-	r, err := Workloads(ctx, dir, bin, cfg.WorkloadNodes, cfg.WorkloadDevices, cfg.WorkloadPods, cfg.WorkloadRounds, log)
+	r, err := Workloads(ctx, dir, bin, SchedulerPerfShape, cfg.WorkloadNodes, cfg.WorkloadDevices, cfg.WorkloadPods, cfg.WorkloadRounds, log)
 	if err != nil {
 		return nil, err
 	}
 	return WorkloadRows(r), nil
+}
+
+// GangShape is the gangs phase's workload: every pod a whole node's devices, in gangs, on the
+// dra-all profile (PodGroups are GenericWorkload, off by default in 1.37).
+func GangShape(cfg Config) WorkloadShape {
+	return WorkloadShape{Name: "gangs", Profile: "dra-all", DevicesPerPod: cfg.GangDevices, GangSize: cfg.GangSize}
+}
+
+// runGangs runs the gangs phase (the workloads machinery with GangShape) and returns its rows.
+func runGangs(ctx context.Context, cfg Config, log io.Writer) ([]Row, error) {
+	dir, err := os.MkdirTemp("", "draforge-bench-gangs-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	bin := filepath.Join(dir, "draforge")
+	if err := BuildController(ctx, bin, log); err != nil {
+		return nil, err
+	}
+	r, err := Workloads(ctx, dir, bin, GangShape(cfg), cfg.GangNodes, cfg.GangDevices, cfg.Gangs*cfg.GangSize, cfg.WorkloadRounds, log)
+	if err != nil {
+		return nil, err
+	}
+	return GangRows(r), nil
+}
+
+// GangRows are the gangs phase's rows: gangs/s to all pods Running and what each node agent
+// pays per pod, against KWOK on the same control plane, profile and devices.
+func GangRows(r *WorkloadsResult) []Row {
+	d, k := r.DRAForge, r.Kwok
+	size := max(r.Shape.GangSize, 1)
+	gangs := func(s *WorkloadSide) float64 { return s.Rate / float64(size) }
+	label := fmt.Sprintf("(%d nodes x %d devices, %d gangs of %d pods x %d devices, profile %s, %d runs per side interleaved, totals)",
+		r.Nodes, r.Devices, d.Pods/max(len(d.Runs), 1)/size, size, r.Shape.DevicesPerPod, r.Shape.Profile, max(len(d.Runs), 1))
+	return []Row{
+		// kube-scheduler's gang placement dominates both sides; the row says what it costs
+		// with each agent, the target rows below what the agents themselves pay.
+		{Metric: "gangs: gangs/s creation to all pods Running, DRAForge simulated nodes vs KWOK " + label,
+			Value:    fmt.Sprintf("%.2f gangs/s (%.1f pods/s, bound %.1f/s)", gangs(d), d.Rate, d.Scheduled),
+			Baseline: fmt.Sprintf("KWOK %.2f gangs/s (%.1f pods/s, bound %.1f/s)", gangs(k), k.Rate, k.Scheduled),
+			Ratio:    ratio(d.Rate, k.Rate), Target: "report", OK: true},
+		{Metric: "gangs: node agent API requests per pod on the work both agents do (all but Lease renewals) " + label,
+			Value: fmt.Sprintf("%.2f", d.PodWorkPerPod()), Baseline: fmt.Sprintf("KWOK %.2f", k.PodWorkPerPod()),
+			Ratio: ratio(d.PodWorkPerPod(), k.PodWorkPerPod()), Target: "<= 1.0", OK: k.PodWorkPerPod() > 0 && d.PodWorkPerPod()/k.PodWorkPerPod() <= 1.0},
+		{Metric: "gangs: node agent API requests per pod, all, DRAForge vs KWOK " + label,
+			Value:    fmt.Sprintf("%.2f (writes %.2f; %s)", d.PerPod(), float64(d.Requests.Writes())/float64(d.Pods), d.Requests),
+			Baseline: fmt.Sprintf("KWOK %.2f (writes %.2f; %s)", k.PerPod(), float64(k.Requests.Writes())/float64(k.Pods), k.Requests),
+			Ratio:    ratio(d.PerPod(), k.PerPod()), Target: "report", OK: true},
+		{Metric: "gangs: node agent CPU per pod during the window, DRAForge vs KWOK " + label,
+			Value: cpuPerPod(d), Baseline: "KWOK " + cpuPerPod(k), Ratio: ratio(perPod(d), perPod(k)), Target: "report", OK: true},
+	}
 }
 
 // WorkloadRows are the workloads phase's rows: pods/s and requests per pod against KWOK (on the

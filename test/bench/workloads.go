@@ -15,6 +15,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
@@ -48,6 +49,23 @@ const (
 	// kwokctl and KWOK's documentation do.
 	kwokNodeAnnotation = "kwok.x-k8s.io/node"
 )
+
+// WorkloadShape is what the workload's pods ask for: the scheduler_perf shape (one device per
+// pod, no gangs, Kubernetes' defaults) or the gangs phase's (whole nodes, PodGroups, dra-all).
+type WorkloadShape struct {
+	// Name prefixes the phase's rows and log lines ("workloads", "gangs").
+	Name string
+	// Profile is the control plane profile (cluster.Profiles; "" for Kubernetes' defaults).
+	Profile string
+	// DevicesPerPod is the template's device count (1 in scheduler_perf's shape).
+	DevicesPerPod int
+	// GangSize, when above 0, puts every GangSize pods in a PodGroup of gang policy with
+	// minCount GangSize (Kubernetes 1.37 GenericWorkload), created before its pods.
+	GangSize int
+}
+
+// SchedulerPerfShape is scheduler_perf's SchedulingWithResourceClaimTemplate.
+var SchedulerPerfShape = WorkloadShape{Name: "workloads", DevicesPerPod: 1}
 
 // WorkloadSide is one node agent's run of the workload.
 type WorkloadSide struct {
@@ -111,6 +129,7 @@ func (s *WorkloadSide) perPod(n int) float64 { return float64(n) / float64(s.Pod
 
 // WorkloadsResult compares DRAForge's simulated nodes with KWOK's on the same workload.
 type WorkloadsResult struct {
+	Shape          WorkloadShape
 	Nodes, Devices int
 	DRAForge, Kwok *WorkloadSide
 }
@@ -122,22 +141,22 @@ type WorkloadsResult struct {
 // SimulatedDevicePool selecting the nodes by label, Ready before the first pod is created);
 // on the KWOK side the controller that published them is stopped before the window, so it does
 // no work for KWOK's pods.
-func Workloads(ctx context.Context, dir, bin string, nodes, devices, pods, rounds int, log io.Writer) (*WorkloadsResult, error) {
-	res := &WorkloadsResult{Nodes: nodes, Devices: devices}
+func Workloads(ctx context.Context, dir, bin string, shape WorkloadShape, nodes, devices, pods, rounds int, log io.Writer) (*WorkloadsResult, error) {
+	res := &WorkloadsResult{Shape: shape, Nodes: nodes, Devices: devices}
 	kwokBin, stages, err := cluster.Kwok(ctx, cluster.DefaultCacheDir(), log)
 	if err != nil {
 		return nil, err
 	}
 	runs := map[string][]*WorkloadSide{}
 	for i, side := range RoundOrder(rounds) {
-		sideDir := filepath.Join(dir, fmt.Sprintf("workloads-%s-%d", strings.ToLower(side), i))
+		sideDir := filepath.Join(dir, fmt.Sprintf("%s-%s-%d", shape.Name, strings.ToLower(side), i))
 		if err := os.MkdirAll(sideDir, 0o755); err != nil {
 			return nil, err
 		}
 		qps := []string{"--kube-api-qps=" + strconv.Itoa(WorkloadQPS), "--kube-api-burst=" + strconv.Itoa(WorkloadQPS)}
-		e, err := StartCluster(ctx, filepath.Join(sideDir, "cluster"), bin, log,
+		e, err := StartClusterProfile(ctx, filepath.Join(sideDir, "cluster"), bin, log,
 			// --v=1: kube-apiserver logs the watches it closes because the client fell behind.
-			map[cluster.Component][]string{cluster.Scheduler: qps, cluster.ControllerManager: qps, cluster.APIServer: {"--v=1"}})
+			map[cluster.Component][]string{cluster.Scheduler: qps, cluster.ControllerManager: qps, cluster.APIServer: {"--v=1"}}, shape.Profile)
 		if err != nil {
 			return nil, err
 		}
@@ -145,22 +164,22 @@ func Workloads(ctx context.Context, dir, bin string, nodes, devices, pods, round
 		sideCtx, cancel := context.WithCancel(ctx)
 		var s *WorkloadSide
 		if side == "DRAForge" {
-			s, err = e.workloadDRAForge(sideCtx, sideDir, nodes, devices, pods)
+			s, err = e.workloadDRAForge(sideCtx, sideDir, shape, nodes, devices, pods)
 		} else {
-			s, err = e.workloadKwok(sideCtx, sideDir, kwokBin, stages, nodes, devices, pods)
+			s, err = e.workloadKwok(sideCtx, sideDir, kwokBin, stages, shape, nodes, devices, pods)
 		}
 		cancel()
 		// Watches the API server closed because their client did not keep up show as watch
 		// requests inside the window; its log names them.
 		if b, rerr := os.ReadFile(e.componentLog(cluster.APIServer)); rerr == nil {
-			fmt.Fprintf(log, "bench: workloads %s: kube-apiserver closed watches of unresponsive clients: %s\n", side, ClosedWatches(string(b)))
+			fmt.Fprintf(log, "bench: %s %s: kube-apiserver closed watches of unresponsive clients: %s\n", shape.Name, side, ClosedWatches(string(b)))
 		}
 		e.Stop()
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", side, err)
 		}
-		fmt.Fprintf(log, "bench: workloads %s (run %d): %d pods, %.1f pods/s to Running (%.1f to bound), wall %s, agent CPU %s, control plane CPU %s, %.2f requests per pod: %s\n",
-			side, i+1, s.Pods, s.Rate, s.Scheduled, s.Wall.Round(time.Millisecond), s.CPU.Round(10*time.Millisecond), s.controlPlaneText(), s.PerPod(), s.Requests)
+		fmt.Fprintf(log, "bench: %s %s (run %d): %d pods, %.1f pods/s to Running (%.1f to bound), wall %s, agent CPU %s, control plane CPU %s, %.2f requests per pod: %s\n",
+			shape.Name, side, i+1, s.Pods, s.Rate, s.Scheduled, s.Wall.Round(time.Millisecond), s.CPU.Round(10*time.Millisecond), s.controlPlaneText(), s.PerPod(), s.Requests)
 		runs[side] = append(runs[side], s)
 	}
 	res.DRAForge, res.Kwok = CombineRuns(runs["DRAForge"]), CombineRuns(runs["KWOK"])
@@ -212,8 +231,9 @@ const workloadNS = "bench-wl"
 
 var workloadLabels = map[string]string{"bench.draforge/wl": "true"}
 
-// workloadObjects creates the namespace, the DeviceClass and the ResourceClaimTemplate.
-func (e *Env) workloadObjects(ctx context.Context) error {
+// workloadObjects creates the namespace, the DeviceClass and the ResourceClaimTemplate of
+// shape.DevicesPerPod devices.
+func (e *Env) workloadObjects(ctx context.Context, shape WorkloadShape) error {
 	if err := e.Namespace(ctx, workloadNS); err != nil {
 		return err
 	}
@@ -222,7 +242,7 @@ func (e *Env) workloadObjects(ctx context.Context) error {
 	}
 	tpl := &resourcev1.ResourceClaimTemplate{ObjectMeta: metav1.ObjectMeta{Name: "test-claim-template"},
 		Spec: resourcev1.ResourceClaimTemplateSpec{Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{
-			Requests: []resourcev1.DeviceRequest{{Name: "req-0", Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: "bench-wl"}}}}}}}
+			Requests: []resourcev1.DeviceRequest{{Name: "req-0", Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: "bench-wl", Count: int64(max(shape.DevicesPerPod, 1))}}}}}}}
 	_, err := e.Setup.ResourceV1().ResourceClaimTemplates(workloadNS).Create(ctx, tpl, metav1.CreateOptions{})
 	return err
 }
@@ -272,8 +292,8 @@ func (e *Env) waitNodesReady(ctx context.Context, n int) error {
 	return nil
 }
 
-func (e *Env) workloadDRAForge(ctx context.Context, dir string, nodes, devices, pods int) (*WorkloadSide, error) {
-	if err := e.workloadObjects(ctx); err != nil {
+func (e *Env) workloadDRAForge(ctx context.Context, dir string, shape WorkloadShape, nodes, devices, pods int) (*WorkloadSide, error) {
+	if err := e.workloadObjects(ctx, shape); err != nil {
 		return nil, err
 	}
 	if err := simnode.Apply(ctx, e.SetupDyn, simnode.Spec{Prefix: "wl", Count: nodes, Labels: workloadLabels}, nil); err != nil {
@@ -303,7 +323,7 @@ func (e *Env) workloadDRAForge(ctx context.Context, dir string, nodes, devices, 
 	if err != nil {
 		return nil, err
 	}
-	side, err := e.runWorkload(ctx, "DRAForge", proxy, e.pid(ctl.Name), pods)
+	side, err := e.runWorkload(ctx, "DRAForge", shape, proxy, e.pid(ctl.Name), pods)
 	if err != nil {
 		return nil, err
 	}
@@ -314,13 +334,13 @@ func (e *Env) workloadDRAForge(ctx context.Context, dir string, nodes, devices, 
 			l := `pipeline="` + m + `"`
 			parts = append(parts, fmt.Sprintf("%s %.0f", m, after.Sum("draforge_controller_sync_attempts_total", l)-before.Sum("draforge_controller_sync_attempts_total", l)))
 		}
-		fmt.Fprintf(e.Log, "bench: workloads DRAForge: engine syncs for %d pods: %s\n", pods, strings.Join(parts, ", "))
+		fmt.Fprintf(e.Log, "bench: %s DRAForge: engine syncs for %d pods: %s\n", shape.Name, pods, strings.Join(parts, ", "))
 	}
 	return side, nil
 }
 
-func (e *Env) workloadKwok(ctx context.Context, dir, kwokBin, stages string, nodes, devices, pods int) (*WorkloadSide, error) {
-	if err := e.workloadObjects(ctx); err != nil {
+func (e *Env) workloadKwok(ctx context.Context, dir, kwokBin, stages string, shape WorkloadShape, nodes, devices, pods int) (*WorkloadSide, error) {
+	if err := e.workloadObjects(ctx, shape); err != nil {
 		return nil, err
 	}
 	if err := e.createKwokNodes(ctx, "wl", nodes, workloadLabels); err != nil {
@@ -356,7 +376,7 @@ func (e *Env) workloadKwok(ctx context.Context, dir, kwokBin, stages string, nod
 	if len(l.Items) != nodes {
 		return nil, fmt.Errorf("%d slices left after the publishing controller stopped, want %d", len(l.Items), nodes)
 	}
-	return e.runWorkload(ctx, "KWOK", proxy, e.pid("kwok"), pods)
+	return e.runWorkload(ctx, "KWOK", shape, proxy, e.pid("kwok"), pods)
 }
 
 // spawnKwok starts KWOK with its default stages, managing the nodes annotated for it, talking
@@ -474,12 +494,23 @@ var workloadControlPlane = []cluster.Component{cluster.Etcd, cluster.APIServer, 
 // runWorkload creates pods one-device pods from the claim template and waits until every one
 // is Running; the agent's requests and CPU time are taken from the first create to the last
 // pod seen Running.
-func (e *Env) runWorkload(ctx context.Context, agent string, proxy *CountingProxy, pid, pods int) (*WorkloadSide, error) {
+func (e *Env) runWorkload(ctx context.Context, agent string, shape WorkloadShape, proxy *CountingProxy, pid, pods int) (*WorkloadSide, error) {
 	w := e.watchPods(ctx, workloadNS)
 	before, cpuBefore, cpBefore := proxy.Counts(), procCPU(pid), e.componentCPU(workloadControlPlane...)
 	start := time.Now()
 	create := parallel(ctx, pods, 32, func(ctx context.Context, i int) error {
-		_, err := e.Setup.CoreV1().Pods(workloadNS).Create(ctx, TemplatePod(workloadNS, fmt.Sprintf("p-%05d", i), "test-claim-template"), metav1.CreateOptions{})
+		pod := TemplatePod(workloadNS, fmt.Sprintf("p-%05d", i), "test-claim-template")
+		if shape.GangSize > 0 {
+			// A gang's PodGroup goes with its first pod, before it: kube-scheduler waits for it.
+			group := fmt.Sprintf("g-%04d", i/shape.GangSize)
+			if i%shape.GangSize == 0 {
+				if _, err := e.Setup.SchedulingV1beta1().PodGroups(workloadNS).Create(ctx, GangPodGroup(workloadNS, group, shape.GangSize), metav1.CreateOptions{}); err != nil {
+					return err
+				}
+			}
+			pod.Spec.SchedulingGroup = &corev1.PodSchedulingGroup{PodGroupName: &group}
+		}
+		_, err := e.Setup.CoreV1().Pods(workloadNS).Create(ctx, pod, metav1.CreateOptions{})
 		return err
 	})
 	if create != nil {
@@ -498,13 +529,21 @@ func (e *Env) runWorkload(ctx context.Context, agent string, proxy *CountingProx
 	// until its requests other than Lease renewals stop for 2s (at most 30s).
 	settle(ctx, proxy, 2*time.Second, 30*time.Second)
 	after, cpuAfter, cpAfter := proxy.Counts(), procCPU(pid), e.componentCPU(workloadControlPlane...)
-	fmt.Fprintf(e.Log, "bench: workloads %s: requests before the window (setup): %s\n", agent, before)
+	fmt.Fprintf(e.Log, "bench: %s %s: requests before the window (setup): %s\n", shape.Name, agent, before)
 	_, lastBound := w.last(w.bound)
 	s := &WorkloadSide{Agent: agent, Pods: pods, Wall: lastRunning.Sub(start), Bound: lastBound.Sub(start), Requests: after.Sub(before),
 		CPU: cpuAfter - cpuBefore, ControlPlane: cpuSince(cpBefore, cpAfter)}
 	s.Rate = float64(pods) / s.Wall.Seconds()
 	s.Scheduled = float64(pods) / s.Bound.Seconds()
 	return s, nil
+}
+
+// GangPodGroup is a PodGroup of gang policy: kube-scheduler places its minCount pods together
+// or none of them.
+func GangPodGroup(ns, name string, minCount int) *schedulingv1beta1.PodGroup {
+	return &schedulingv1beta1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: schedulingv1beta1.PodGroupSpec{SchedulingPolicy: schedulingv1beta1.PodGroupSchedulingPolicy{
+			Gang: &schedulingv1beta1.GangSchedulingPolicy{MinCount: int32(minCount)}}}}
 }
 
 // settle waits until the proxy's counts other than Lease requests stay unchanged for quiet.
