@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
@@ -56,6 +57,34 @@ func TestOptionalResourceNotServedSyncsEmpty(t *testing.T) {
 	time.Sleep(200 * time.Millisecond) // the watch has been made by now
 	if n := missing.Load(); n != 1 {
 		t.Errorf("onMissing ran %d times, want once", n)
+	}
+}
+
+// A 403 (a kubeconfig or chart without the rule) reads as none too, and Missing says which.
+func TestOptionalResourceForbiddenSyncsEmpty(t *testing.T) {
+	addr := freeAddr(t)
+	serveAt(t, addr, func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"Forbidden","code":403}`, http.StatusForbidden)
+	})
+	c, err := dynamic.NewForConfig(&rest.Config{Host: "http://" + addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	groups := schema.GroupVersionResource{Group: "scheduling.k8s.io", Version: "v1beta1", Resource: "podgroups"}
+	inf := NewInformers(c)
+	var got atomic.Value
+	inf.Optional(groups, func(err error) { got.Store(err) })
+	inf.For(groups)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if err := inf.Start(ctx); err != nil {
+		t.Fatalf("an optional resource the caller may not read must sync empty: %v", err)
+	}
+	if err := inf.Missing(groups); !apierrors.IsForbidden(err) {
+		t.Errorf("Missing = %v, want the 403", err)
+	}
+	if err, _ := got.Load().(error); !apierrors.IsForbidden(err) {
+		t.Errorf("onMissing got %v", err)
 	}
 }
 
