@@ -35,7 +35,7 @@ func claimObj(ns, name string) *unstructured.Unstructured {
 func TestWatcher(t *testing.T) {
 	node := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Node", "metadata": map[string]any{"name": "node-a"}}}
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
-		gvr.SimulatedDevicePools: simdevice.Kind + "List", gvr.ResourceSlices: "ResourceSliceList", gvr.DeviceClasses: "DeviceClassList", gvr.DeviceTaintRules: "DeviceTaintRuleList",
+		gvr.SimulatedDevicePools: simdevice.Kind + "List", gvr.ResourceSlices: "ResourceSliceList", gvr.DeviceClasses: "DeviceClassList", gvr.DeviceTaintRules: "DeviceTaintRuleList", gvr.PodGroups: "PodGroupList",
 		gvr.ResourceClaims: "ResourceClaimList", gvr.Pods: "PodList", gvr.Nodes: "NodeList",
 	}, node, claimObj("demo", "first"))
 	inf := engine.NewInformers(dyn)
@@ -117,7 +117,7 @@ func TestCaptureKeepsItsObjects(t *testing.T) {
 		}}
 	}
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
-		gvr.SimulatedDevicePools: simdevice.Kind + "List", gvr.ResourceSlices: "ResourceSliceList", gvr.DeviceClasses: "DeviceClassList", gvr.DeviceTaintRules: "DeviceTaintRuleList",
+		gvr.SimulatedDevicePools: simdevice.Kind + "List", gvr.ResourceSlices: "ResourceSliceList", gvr.DeviceClasses: "DeviceClassList", gvr.DeviceTaintRules: "DeviceTaintRuleList", gvr.PodGroups: "PodGroupList",
 		gvr.ResourceClaims: "ResourceClaimList", gvr.Pods: "PodList", gvr.Nodes: "NodeList",
 	}, slice("a", "1"), slice("b", "1"))
 	inf := engine.NewInformers(dyn)

@@ -128,6 +128,7 @@ var memoryGVRs = map[schema.GroupVersionResource]string{
 	gvr.ResourceSlices:                      "ResourceSliceList",
 	gvr.DeviceClasses:                       "DeviceClassList",
 	gvr.DeviceTaintRules:                    "DeviceTaintRuleList",
+	gvr.PodGroups:                           "PodGroupList",
 	gvr.ResourceClaims:                      "ResourceClaimList",
 	gvr.Nodes:                               "NodeList",
 	gvr.Pods:                                "PodList",

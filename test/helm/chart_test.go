@@ -471,6 +471,7 @@ func TestRBACLeastPrivilege(t *testing.T) {
 			"resource.k8s.io|resourceclaims":           lw,
 			"resource.k8s.io|deviceclasses":            lw,
 			"resource.k8s.io|devicetaintrules":         lw,
+			"scheduling.k8s.io|podgroups":              lw,
 			"|nodes":                                   lw,
 			"|pods":                                    lw,
 			"|namespaces":                              {"list"},
