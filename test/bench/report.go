@@ -174,18 +174,20 @@ func Run(ctx context.Context, cfg Config, log io.Writer) ([]Row, error) {
 		rows = append(rows, scaleRows...)
 	}
 	if cfg.run("workloads") {
-		r, err := runWorkloads(ctx, cfg, log)
+		r, err := runWorkloads(ctx, SchedulerPerfShape, cfg.WorkloadNodes, cfg.WorkloadDevices, cfg.WorkloadPods, cfg.WorkloadRounds, log)
 		if err != nil {
 			fail("workloads: DRAForge vs KWOK", err)
+		} else {
+			rows = append(rows, WorkloadRows(r)...)
 		}
-		rows = append(rows, r...)
 	}
 	if cfg.run("gangs") {
-		r, err := runGangs(ctx, cfg, log)
+		r, err := runWorkloads(ctx, GangShape(cfg), cfg.GangNodes, cfg.GangDevices, cfg.Gangs*cfg.GangSize, cfg.WorkloadRounds, log)
 		if err != nil {
 			fail("gangs: DRAForge vs KWOK", err)
+		} else {
+			rows = append(rows, GangRows(r)...)
 		}
-		rows = append(rows, r...)
 	}
 	if !cfg.run("publish") && !cfg.run("alloc") && !cfg.run("churn") && !cfg.run("cost") && !cfg.run("nodes") {
 		return rows, nil
@@ -301,9 +303,10 @@ func Run(ctx context.Context, cfg Config, log io.Writer) ([]Row, error) {
 	return rows, nil
 }
 
-// runWorkloads runs the workloads phase on control planes of its own and returns its rows.
-func runWorkloads(ctx context.Context, cfg Config, log io.Writer) ([]Row, error) {
-	dir, err := os.MkdirTemp("", "draforge-bench-wl-")
+// runWorkloads runs the workloads machinery with shape on control planes of its own, with a
+// controller built for it, and returns the result.
+func runWorkloads(ctx context.Context, shape WorkloadShape, nodes, devices, pods, rounds int, log io.Writer) (*WorkloadsResult, error) {
+	dir, err := os.MkdirTemp("", "draforge-bench-"+shape.Name+"-")
 	if err != nil {
 		return nil, err
 	}
@@ -312,35 +315,13 @@ func runWorkloads(ctx context.Context, cfg Config, log io.Writer) ([]Row, error)
 	if err := BuildController(ctx, bin, log); err != nil {
 		return nil, err
 	}
-	r, err := Workloads(ctx, dir, bin, SchedulerPerfShape, cfg.WorkloadNodes, cfg.WorkloadDevices, cfg.WorkloadPods, cfg.WorkloadRounds, log)
-	if err != nil {
-		return nil, err
-	}
-	return WorkloadRows(r), nil
+	return Workloads(ctx, dir, bin, shape, nodes, devices, pods, rounds, log)
 }
 
 // GangShape is the gangs phase's workload: every pod a whole node's devices, in gangs, on the
 // dra-all profile (PodGroups are GenericWorkload, off by default in 1.37).
 func GangShape(cfg Config) WorkloadShape {
 	return WorkloadShape{Name: "gangs", Profile: "dra-all", DevicesPerPod: cfg.GangDevices, GangSize: cfg.GangSize}
-}
-
-// runGangs runs the gangs phase (the workloads machinery with GangShape) and returns its rows.
-func runGangs(ctx context.Context, cfg Config, log io.Writer) ([]Row, error) {
-	dir, err := os.MkdirTemp("", "draforge-bench-gangs-")
-	if err != nil {
-		return nil, err
-	}
-	defer os.RemoveAll(dir)
-	bin := filepath.Join(dir, "draforge")
-	if err := BuildController(ctx, bin, log); err != nil {
-		return nil, err
-	}
-	r, err := Workloads(ctx, dir, bin, GangShape(cfg), cfg.GangNodes, cfg.GangDevices, cfg.Gangs*cfg.GangSize, cfg.WorkloadRounds, log)
-	if err != nil {
-		return nil, err
-	}
-	return GangRows(r), nil
 }
 
 // GangRows are the gangs phase's rows: gangs/s to all pods Running and what each node agent

@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -14,7 +13,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -67,25 +65,12 @@ func KueueBinary(ctx context.Context, cacheDir string, log io.Writer) (bin, modu
 	bin = filepath.Join(root, "kueue")
 	if !fileExists(bin) {
 		fmt.Fprintf(log, "building kueue %s (first run only, several minutes)\n", KueueVersion)
-		cmd := exec.CommandContext(ctx, "go", "install", "-ldflags", "-s -w", "sigs.k8s.io/kueue/cmd/kueue@"+KueueVersion)
-		cmd.Dir, cmd.Stdout, cmd.Stderr = os.TempDir(), log, log
-		cmd.Env = append(os.Environ(), "GOWORK=off", "GOBIN="+root, "GOFLAGS=-mod=mod")
-		if err := cmd.Run(); err != nil {
-			return "", "", fmt.Errorf("build kueue %s: %w", KueueVersion, err)
+		if err := goInstall(ctx, "sigs.k8s.io/kueue/cmd/kueue@"+KueueVersion, root, log); err != nil {
+			return "", "", err
 		}
 	}
-	var out bytes.Buffer
-	cmd := exec.CommandContext(ctx, "go", "mod", "download", "-json", "sigs.k8s.io/kueue@"+KueueVersion)
-	cmd.Dir, cmd.Stdout, cmd.Stderr = os.TempDir(), &out, log
-	cmd.Env = append(os.Environ(), "GOWORK=off")
-	if err := cmd.Run(); err != nil {
-		return "", "", fmt.Errorf("download kueue %s: %w", KueueVersion, err)
-	}
-	var info struct{ Dir string }
-	if err := json.Unmarshal(out.Bytes(), &info); err != nil {
-		return "", "", err
-	}
-	return bin, info.Dir, nil
+	module, err = moduleDir(ctx, "sigs.k8s.io/kueue@"+KueueVersion, log)
+	return bin, module, err
 }
 
 var (

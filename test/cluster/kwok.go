@@ -46,30 +46,19 @@ func Kwok(ctx context.Context, cacheDir string, log io.Writer) (bin, stages stri
 	if err := os.MkdirAll(root, 0o755); err != nil {
 		return "", "", err
 	}
-	mod := "sigs.k8s.io/kwok@" + KwokVersion
 	if !fileExists(bin) {
 		fmt.Fprintf(log, "building kwok %s (first run only)\n", KwokVersion)
-		cmd := exec.CommandContext(ctx, "go", "install", "-ldflags", "-s -w", "sigs.k8s.io/kwok/cmd/kwok@"+KwokVersion)
-		cmd.Dir, cmd.Stdout, cmd.Stderr = os.TempDir(), log, log
-		cmd.Env = append(os.Environ(), "GOWORK=off", "GOBIN="+root, "GOFLAGS=-mod=mod")
-		if err := cmd.Run(); err != nil {
-			return "", "", fmt.Errorf("build kwok %s: %w", KwokVersion, err)
+		if err := goInstall(ctx, "sigs.k8s.io/kwok/cmd/kwok@"+KwokVersion, root, log); err != nil {
+			return "", "", err
 		}
 	}
-	var out bytes.Buffer
-	cmd := exec.CommandContext(ctx, "go", "mod", "download", "-json", mod)
-	cmd.Dir, cmd.Stdout, cmd.Stderr = os.TempDir(), &out, log
-	cmd.Env = append(os.Environ(), "GOWORK=off")
-	if err := cmd.Run(); err != nil {
-		return "", "", fmt.Errorf("download %s: %w", mod, err)
-	}
-	var info struct{ Dir string }
-	if err := json.Unmarshal(out.Bytes(), &info); err != nil {
+	dir, err := moduleDir(ctx, "sigs.k8s.io/kwok@"+KwokVersion, log)
+	if err != nil {
 		return "", "", err
 	}
 	var b strings.Builder
 	for i, f := range KwokStages {
-		doc, err := os.ReadFile(filepath.Join(info.Dir, f))
+		doc, err := os.ReadFile(filepath.Join(dir, f))
 		if err != nil {
 			return "", "", fmt.Errorf("kwok default stage: %w", err)
 		}
@@ -83,4 +72,31 @@ func Kwok(ctx context.Context, cacheDir string, log io.Writer) (bin, stages stri
 		return "", "", err
 	}
 	return bin, stages, os.Rename(tmp, stages)
+}
+
+// goInstall builds pkg@version from the Go module proxy, outside this module, into gobin.
+func goInstall(ctx context.Context, pkg, gobin string, log io.Writer) error {
+	cmd := exec.CommandContext(ctx, "go", "install", "-ldflags", "-s -w", pkg)
+	cmd.Dir, cmd.Stdout, cmd.Stderr = os.TempDir(), log, log
+	cmd.Env = append(os.Environ(), "GOWORK=off", "GOBIN="+gobin, "GOFLAGS=-mod=mod")
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("build %s: %w", pkg, err)
+	}
+	return nil
+}
+
+// moduleDir downloads mod (module@version) into the module cache and returns its directory.
+func moduleDir(ctx context.Context, mod string, log io.Writer) (string, error) {
+	var out bytes.Buffer
+	cmd := exec.CommandContext(ctx, "go", "mod", "download", "-json", mod)
+	cmd.Dir, cmd.Stdout, cmd.Stderr = os.TempDir(), &out, log
+	cmd.Env = append(os.Environ(), "GOWORK=off")
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("download %s: %w", mod, err)
+	}
+	var info struct{ Dir string }
+	if err := json.Unmarshal(out.Bytes(), &info); err != nil {
+		return "", err
+	}
+	return info.Dir, nil
 }

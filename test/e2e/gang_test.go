@@ -24,17 +24,28 @@ import (
 // PodGroups and their claims) on a control plane of their own with that profile, the real
 // kube-scheduler and kube-controller-manager, and a controller.
 func TestScenariosDRAAll(t *testing.T) {
+	runProfileScenarios(t, "dra-all", func(c *cluster.Cluster) {
+		// draforge serve (the dashboard and the TUI read the same snapshot) shows the gangs too.
+		gangServe = e2eutil.Run(t, e2eutil.ControllerSpec{Kubeconfig: c.Kubeconfig, Subcommand: "serve", AddrFlag: "--address"})
+		t.Cleanup(func() { gangServe = nil })
+	})
+}
+
+// runProfileScenarios runs the example scenarios marked "# profile: PROFILE" on a control plane
+// of their own with that profile, the real kube-scheduler and kube-controller-manager, and a
+// controller; before runs, when not nil, once the controller is up.
+func runProfileScenarios(t *testing.T, profile string, before func(*cluster.Cluster)) {
 	if testing.Short() {
 		t.Skip("starts its own control plane")
 	}
 	if e2eutil.ExistingCluster(os.Getenv) != "" {
-		t.Skip("needs a control plane with the dra-all profile")
+		t.Skip("needs a control plane with the " + profile + " profile")
 	}
-	files := scenarioFiles(t, "dra-all")
+	files := scenarioFiles(t, profile)
 	if len(files) == 0 {
-		t.Fatal("no example scenario needs the dra-all profile")
+		t.Fatalf("no example scenario needs the %s profile", profile)
 	}
-	c, err := cluster.Start(t.Context(), cluster.Options{Dir: t.TempDir(), Log: os.Stderr, Extra: cluster.Workloads, Profile: "dra-all"})
+	c, err := cluster.Start(t.Context(), cluster.Options{Dir: t.TempDir(), Log: os.Stderr, Extra: cluster.Workloads, Profile: profile})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,9 +53,9 @@ func TestScenariosDRAAll(t *testing.T) {
 	e := &env{e2eutil.NewEnv(t, c.Kubeconfig)}
 	e.Setup(t)
 	ctrl := e2eutil.StartController(t, c.Kubeconfig)
-	// draforge serve (the dashboard and the TUI read the same snapshot) shows the gangs too.
-	gangServe = e2eutil.Run(t, e2eutil.ControllerSpec{Kubeconfig: c.Kubeconfig, Subcommand: "serve", AddrFlag: "--address"})
-	t.Cleanup(func() { gangServe = nil })
+	if before != nil {
+		before(c)
+	}
 	runScenarios(t, e, ctrl, files)
 }
 

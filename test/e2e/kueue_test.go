@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"fmt"
-	"os"
 	"os/exec"
 	"slices"
 	"strconv"
@@ -14,34 +13,13 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
-
-	"github.com/draforge/draforge/test/cluster"
-	"github.com/draforge/draforge/test/e2e/e2eutil"
 )
 
 // TestScenariosKueue runs the example scenarios that need the kueue profile on a control plane
 // of their own with Kueue (built from its module, its CRDs and webhooks as released), the real
 // kube-scheduler and kube-controller-manager, and a controller.
 func TestScenariosKueue(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts its own control plane")
-	}
-	if e2eutil.ExistingCluster(os.Getenv) != "" {
-		t.Skip("needs a control plane with the kueue profile")
-	}
-	files := scenarioFiles(t, "kueue")
-	if len(files) == 0 {
-		t.Fatal("no example scenario needs the kueue profile")
-	}
-	c, err := cluster.Start(t.Context(), cluster.Options{Dir: t.TempDir(), Log: os.Stderr, Extra: cluster.Workloads, Profile: "kueue"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Stop() })
-	e := &env{e2eutil.NewEnv(t, c.Kubeconfig)}
-	e.Setup(t)
-	ctrl := e2eutil.StartController(t, c.Kubeconfig)
-	runScenarios(t, e, ctrl, files)
+	runProfileScenarios(t, "kueue", nil)
 }
 
 var workloads = schema.GroupVersionResource{Group: "kueue.x-k8s.io", Version: "v1beta2", Resource: "workloads"}
