@@ -134,8 +134,9 @@ func checkNodes(t *testing.T, o Object) {
 		md := field.NewPath("metadata")
 		errs := apimachineryvalidation.ValidateObjectMeta(&n.ObjectMeta, false, apimachineryvalidation.NameIsDNSSubdomain, md)
 		errs = append(errs, metav1validation.ValidateLabels(n.Labels, md.Child("labels"))...)
-		// The node's name is its kubernetes.io/hostname label and its Lease's name.
-		for _, e := range validation.IsDNS1123Label(n.Name) {
+		// The node's name is its kubernetes.io/hostname label (checked with the labels) and its
+		// Lease's name.
+		for _, e := range validation.IsDNS1123Subdomain(n.Name) {
 			errs = append(errs, field.Invalid(md.Child("name"), n.Name, e))
 		}
 		for i, tn := range n.Spec.Taints {

@@ -54,6 +54,8 @@ var Kinds = []Kind{
 	{"kueue.x-k8s.io/v1beta2", "ClusterQueue", clusterQueues, false, 1},
 	{"kueue.x-k8s.io/v1beta2", "LocalQueue", localQueues, true, 2},
 	{simdevice.Group + "/" + simdevice.Version, simdevice.Kind, gvr.SimulatedDevicePools, true, 2},
+	// Published as written (a snapshot's devices): with the pools, before the claims.
+	{"resource.k8s.io/v1", "ResourceSlice", gvr.ResourceSlices, false, 2},
 	{"resource.k8s.io/v1", "ResourceClaim", gvr.ResourceClaims, true, 3},
 	{"resource.k8s.io/v1", "ResourceClaimTemplate", schema.GroupVersionResource{Group: "resource.k8s.io", Version: "v1", Resource: "resourceclaimtemplates"}, true, 3},
 	// Before its pods, as a Job's: kube-scheduler waits for a pod's PodGroup.

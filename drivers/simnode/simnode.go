@@ -147,8 +147,8 @@ func Decode(u *unstructured.Unstructured) (Spec, error) {
 
 // check repeats what Go needs of the schema's rules, for specs built in Go (the CLI flags).
 func (s Spec) check() error {
-	if s.Prefix == "" {
-		return fmt.Errorf("prefix is required")
+	if s.Prefix == "" && len(s.Names) == 0 {
+		return fmt.Errorf("prefix is required: count and topology name nodes <prefix>-<i>")
 	}
 	if t := s.Topology; t != nil {
 		if err := t.check(); err != nil {
@@ -225,6 +225,10 @@ func (s Spec) NodeNames() []string {
 		out = append(out, s.Prefix+"-"+strconv.Itoa(s.Start+i))
 	}
 	for _, n := range s.Names {
+		if s.Prefix == "" {
+			out = append(out, n) // a whole name
+			continue
+		}
 		out = append(out, s.Prefix+"-"+n)
 	}
 	return out
@@ -245,10 +249,11 @@ func (s Spec) Nodes(now time.Time) []*corev1.Node {
 		if s.Topology != nil {
 			maps.Copy(labels, s.Topology.labels(i))
 		}
-		// Set by every kubelet; the scheduler and DaemonSets select on them.
+		// Set by every kubelet; the scheduler and DaemonSets select on them. The document may
+		// name another OS or architecture (a snapshot of an arm64 node).
 		labels[corev1.LabelHostname] = name
-		labels[corev1.LabelOSStable] = "linux"
-		labels[corev1.LabelArchStable] = "amd64"
+		setDefault(labels, corev1.LabelOSStable, "linux")
+		setDefault(labels, corev1.LabelArchStable, "amd64")
 		labels[LabelSimulated] = LabelSimulatedValue
 		annotations := map[string]string{}
 		maps.Copy(annotations, s.Annotations)
@@ -270,11 +275,17 @@ func (s Spec) Nodes(now time.Time) []*corev1.Node {
 				Allocatable: alloc.DeepCopy(),
 				Conditions:  Conditions(t),
 				Addresses:   []corev1.NodeAddress{{Type: corev1.NodeHostName, Address: name}},
-				NodeInfo:    corev1.NodeSystemInfo{OperatingSystem: "linux", Architecture: "amd64"},
+				NodeInfo:    corev1.NodeSystemInfo{OperatingSystem: labels[corev1.LabelOSStable], Architecture: labels[corev1.LabelArchStable]},
 			},
 		})
 	}
 	return out
+}
+
+func setDefault(m map[string]string, k, v string) {
+	if _, ok := m[k]; !ok {
+		m[k] = v
+	}
 }
 
 // Conditions are the conditions a healthy kubelet posts, with the kubelet's reasons and

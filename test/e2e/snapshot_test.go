@@ -1,0 +1,183 @@
+package e2e
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/draforge/draforge/test/cluster"
+	"github.com/draforge/draforge/test/e2e/e2eutil"
+)
+
+// snapshotScenarios are the example scenarios the round trip reproduces: counter sets and
+// partitions (MIG, device groups), consumable capacity, device taints from faults, PCIe
+// alignment, several nodes, CEL selectors, first-available and claims that must stay pending.
+var snapshotScenarios = []string{
+	"nvidia-mig-a100", "nvidia-mig-h100", "nvidia-gpu-shares", "example-net", "capacity-exhausted", "device-groups-partitions",
+	"gpu-nic-alignment", "multi-node", "cel-selectors", "first-available", "insufficient-capacity", "google-tpu",
+}
+
+// TestSnapshotRoundTrip: `draforge snapshot` of a cluster running example scenarios, applied
+// with `draforge scenario apply` to a fresh control plane, snapshots to the same documents; and
+// the scenarios' claims get the same kube-scheduler verdicts (their outcome lines) on both, the
+// second cluster having only the snapshot's nodes, slices and classes (no pools).
+func TestSnapshotRoundTrip(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts two control planes")
+	}
+	if e2eutil.ExistingCluster(os.Getenv) != "" {
+		t.Skip("needs fresh control planes")
+	}
+	dir := t.TempDir()
+	type file struct {
+		src    []byte
+		docs   []*unstructured.Unstructured
+		claims []*unstructured.Unstructured
+	}
+	var files []file
+	for _, name := range snapshotScenarios {
+		src, err := os.ReadFile(filepath.Join(repoRoot(), "examples", "scenarios", name+".yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := file{src: src}
+		for _, u := range decodeDocs(t, src) {
+			if u.GetKind() == "ResourceClaim" {
+				f.claims = append(f.claims, u)
+			} else {
+				f.docs = append(f.docs, u)
+			}
+		}
+		files = append(files, f)
+	}
+	start := func(name string) *env {
+		c, err := cluster.Start(t.Context(), cluster.Options{Dir: filepath.Join(dir, name), Log: os.Stderr, Extra: cluster.Workloads})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Stop() })
+		return &env{e2eutil.NewEnv(t, c.Kubeconfig)}
+	}
+	cli := func(e *env, args ...string) string {
+		t.Helper()
+		cmd := exec.CommandContext(t.Context(), draforgeBinary(t), append([]string{"--kubeconfig", e.Kubeconfig}, args...)...)
+		var out, errb bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("draforge %s: %v\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), err, out.String(), errb.String())
+		}
+		return out.String()
+	}
+	// verdicts applies each scenario's claims in order and checks its outcome lines.
+	verdicts := func(e *env) {
+		for i, f := range files {
+			outcomes := outcomeLine.FindAllStringSubmatch(string(f.src), -1)
+			for _, c := range f.claims {
+				e.Apply(t, "", c)
+				want := outcomeFor(outcomes, c.GetName())
+				if want == nil {
+					t.Fatalf("%s: claim %s has no outcome line", snapshotScenarios[i], c.GetName())
+				}
+				e.checkOutcome(t, c.GetNamespace(), c.GetName(), want[2], want[3], want[4])
+			}
+		}
+	}
+
+	// A: the example nodes and the scenarios' pools, classes and taint rules.
+	a := start("a")
+	a.Setup(t)
+	e2eutil.StartController(t, a.Kubeconfig)
+	for _, f := range files {
+		for _, u := range f.docs {
+			a.Apply(t, "", u)
+		}
+	}
+	for _, f := range files {
+		for _, u := range f.docs {
+			if u.GetKind() == "SimulatedDevicePool" {
+				a.WaitPoolReady(t, u.GetNamespace(), u.GetName())
+			}
+		}
+	}
+	first := filepath.Join(dir, "first.yaml")
+	cli(a, "snapshot", "-o", first)
+	verdicts(a)
+
+	// B: nothing but the snapshot (and the CRDs the controller serves).
+	b := start("b")
+	b.InstallCRDs(t)
+	e2eutil.StartController(t, b.Kubeconfig)
+	cli(b, "scenario", "apply", "-f", first)
+	s1 := documents(t, first)
+	slices, err := a.Kube.ResourceV1().ResourceSlices().List(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, func() (bool, string) {
+		l, err := b.Kube.ResourceV1().ResourceSlices().List(t.Context(), metav1.ListOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return len(l.Items) == len(slices.Items), fmt.Sprintf("%d slices in the copy, %d in the original", len(l.Items), len(slices.Items))
+	})
+	second := filepath.Join(dir, "second.yaml")
+	cli(b, "snapshot", "-o", second)
+	if s2 := documents(t, second); s1 != s2 {
+		t.Fatalf("the snapshot of the copy differs from the snapshot it was made from:\n%s", lineDiff(s1, s2))
+	}
+	if !strings.Contains(s1, "kind: ResourceSlice") || !strings.Contains(s1, "sharedCounters") || !strings.Contains(s1, "kind: SimulatedNodes") {
+		t.Fatalf("the snapshot lacks slices, counters or nodes:\n%s", s1)
+	}
+	// The scenarios' namespaces, for their claims; no pool.
+	for _, f := range files {
+		for _, u := range f.docs {
+			if u.GetKind() == "Namespace" {
+				b.Apply(t, "", u)
+			}
+		}
+	}
+	verdicts(b)
+}
+
+// documents is a snapshot file without its header comment.
+func documents(t *testing.T, path string) string {
+	t.Helper()
+	src, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kept []string
+	for _, l := range strings.Split(string(src), "\n") {
+		if !strings.HasPrefix(l, "# ") {
+			kept = append(kept, l)
+		}
+	}
+	return strings.Join(kept, "\n")
+}
+
+// lineDiff shows the first lines where two texts differ.
+func lineDiff(a, b string) string {
+	al, bl := strings.Split(a, "\n"), strings.Split(b, "\n")
+	for i := range max(len(al), len(bl)) {
+		var x, y string
+		if i < len(al) {
+			x = al[i]
+		}
+		if i < len(bl) {
+			y = bl[i]
+		}
+		if x != y {
+			lo, hi := max(0, i-5), i+10
+			return fmt.Sprintf("line %d:\n--- first\n", i+1) + strings.Join(al[min(lo, len(al)):min(hi, len(al))], "\n") + "\n--- second\n" + strings.Join(bl[min(lo, len(bl)):min(hi, len(bl))], "\n")
+		}
+	}
+	return "(equal)"
+}
