@@ -70,9 +70,10 @@ func documentErrors(ctx *cue.Context, doc cue.Value, filename string, expr ast.E
 	return out
 }
 
-// dataPath is an error's path in the document: without the #Document it is checked against.
+// dataPath is an error's path in the document: without the definition (#Document,
+// #WorkloadTrace) it is checked against.
 func dataPath(p []string) []string {
-	if len(p) > 0 && p[0] == "#Document" {
+	if len(p) > 0 && strings.HasPrefix(p[0], "#") {
 		return p[1:]
 	}
 	return p

@@ -44,15 +44,21 @@ func Schema(ctx *cue.Context) (cue.Value, error) {
 // of each document, not only those CUE reports at once (see documentErrors), a value outside
 // an enum as one error (see collapseEnums). It returns nil or a CUE error list; format it with cuelang.org/go/cue/errors.Details to get file:line:col positions
 // (filename is used for them).
-func ValidateScenario(filename string, src []byte) error {
+func ValidateScenario(filename string, src []byte) error { return validate(filename, src, "#Document") }
+
+// ValidateTrace checks a workload trace (drivers/trace) against #WorkloadTrace as
+// ValidateScenario checks a scenario.
+func ValidateTrace(filename string, src []byte) error { return validate(filename, src, "#WorkloadTrace") }
+
+func validate(filename string, src []byte, def string) error {
 	ctx := cuecontext.New()
 	schema, err := Schema(ctx)
 	if err != nil {
 		return fmt.Errorf("schemas: compile: %w", err)
 	}
-	doc := schema.LookupPath(cue.ParsePath("#Document"))
+	doc := schema.LookupPath(cue.ParsePath(def))
 	if err := doc.Err(); err != nil {
-		return fmt.Errorf("schemas: #Document: %w", err)
+		return fmt.Errorf("schemas: %s: %w", def, err)
 	}
 	var all cueerrors.Error
 	src = LineFeeds(src)
@@ -88,10 +94,7 @@ func atData(filename string, data cue.Value, e cueerrors.Error) cueerrors.Error 
 			return e
 		}
 	}
-	path := e.Path()
-	if len(path) > 0 && path[0] == "#Document" {
-		path = path[1:]
-	}
+	path := dataPath(e.Path())
 	named, rest := messagePath(e, path)
 	if named != nil {
 		path = named

@@ -28,7 +28,7 @@ func (s *Server) routes() http.Handler {
 		}
 	}
 	mux.HandleFunc("GET /api/version", func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]string{"version": s.o.Version})
+		writeJSON(w, http.StatusOK, map[string]any{"version": s.o.Version, "reports": s.o.Reports != ""})
 	})
 	mux.HandleFunc("GET /api/summary", snap(func(w http.ResponseWriter, _ *http.Request, v *view) {
 		writeJSON(w, http.StatusOK, s.summary(v))
@@ -98,6 +98,7 @@ func (s *Server) routes() http.Handler {
 		mux.Handle("GET /readyz", s.o.Readiness)
 	}
 	mux.Handle("GET /metrics", promHandler(s.o.Registry))
+	s.reports(mux)
 	mux.Handle("GET /", staticHandler())
 	return s.middleware(mux)
 }

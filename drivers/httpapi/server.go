@@ -34,6 +34,8 @@ type Options struct {
 	// Readiness serves /readyz (engine/health.Readiness); Liveness serves /healthz.
 	Readiness http.Handler
 	Liveness  http.Handler
+	// Reports is draforge replay's output directory, served under /reports/ ("": none).
+	Reports string
 	// Machines answers /api/machines; nil answers 503.
 	Machines MachineSource
 	// Registry receives the server's metrics and serves /metrics (nil: a new private registry).

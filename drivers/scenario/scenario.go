@@ -100,8 +100,8 @@ func Format(filename string, err error) string {
 		format, args := e.Msg()
 		msg := fmt.Sprintf(format, args...)
 		p := e.Path()
-		if len(p) > 0 && p[0] == "#Document" {
-			p = p[1:] // every document is checked against #Document: naming it says nothing
+		if len(p) > 0 && strings.HasPrefix(p[0], "#") {
+			p = p[1:] // every document is checked against #Document (or #WorkloadTrace): naming it says nothing
 		}
 		if len(p) > 0 {
 			msg = strings.Join(p, ".") + ": " + msg

@@ -30,6 +30,8 @@ type Options struct {
 	// ControllerURL is the controller's debug address ("": no machine history, no controller
 	// check in doctor).
 	ControllerURL string
+	// Reports is draforge replay's output directory, served under /reports/ ("": none).
+	Reports string
 	// ReadyTimeout and ReadyGrace bound /readyz; ShutdownWithin bounds the server's shutdown.
 	ReadyTimeout, ReadyGrace, ShutdownWithin time.Duration
 	// DoctorInterval is how often doctor facts are gathered, SnapshotInterval the least time
@@ -88,6 +90,7 @@ func New(cfg *rest.Config, o Options) (*Serve, error) {
 		Machines:        &httpapi.EngineMachines{Engine: states, ControllerURL: o.ControllerURL, HTTP: httpClient},
 		Heartbeat:       o.Heartbeat,
 		ShutdownTimeout: o.ShutdownWithin,
+		Reports:         o.Reports,
 	})
 	if err != nil {
 		return nil, err

@@ -498,6 +498,8 @@ document.addEventListener("DOMContentLoaded", () => {
   if (graphColumns && document.querySelector('[data-view="' + initial + '"]')) select(initial);
   checkReady();
   setInterval(checkReady, 10000);
+  // serve --reports DIR: link the newest replay report.
+  getJSON("/api/version").then((v) => { $("reports-link").hidden = !v.reports; }).catch(() => {});
   loadAll();
   connect();
 });

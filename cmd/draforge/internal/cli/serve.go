@@ -18,6 +18,7 @@ type serveOptions struct {
 	logLevel      string
 	corsOrigins   []string
 	controllerURL string
+	reports       string
 	machinesDir   string
 	qps           float32
 	burst         int
@@ -50,6 +51,7 @@ an authenticating proxy. CORS is not an authentication boundary.`,
 	f.StringSliceVar(&o.corsOrigins, "cors-allowed-origins", nil, "exact origins (scheme://host[:port], comma-separated) allowed to read the API cross-origin; none by default, no wildcard")
 	f.StringVar(&o.controllerURL, "controller-url", "", "base URL of the controller's --debug-address, e.g. http://127.0.0.1:8084 (machine history and the doctor's controller check; "+
 		"its --runtime-address answers only the check)")
+	f.StringVar(&o.reports, "reports", "", "directory of draforge replay's output (its --out directories) to serve under /reports/; the dashboard links the newest report")
 	f.StringVar(&o.machinesDir, "machines", "", "directory of CUE machine files replacing the embedded ones (use the controller's; checked as the controller checks it)")
 	f.Float32Var(&o.qps, "kube-api-qps", 20, "client-side QPS limit towards the API server")
 	f.IntVar(&o.burst, "kube-api-burst", 40, "client-side burst towards the API server")
@@ -83,7 +85,7 @@ func runServe(ctx context.Context, kf *kubeFlags, o *serveOptions) error {
 	}
 	s, err := serve.New(cfg, serve.Options{
 		Process: process.Options{Version: Version, LogLevel: o.logLevel, MachinesDir: o.machinesDir, QPS: o.qps, Burst: o.burst},
-		Addr:    o.addr, AllowedOrigins: o.corsOrigins, ControllerURL: o.controllerURL,
+		Addr:    o.addr, AllowedOrigins: o.corsOrigins, ControllerURL: o.controllerURL, Reports: o.reports,
 		ReadyTimeout: o.readyTimeout, ReadyGrace: o.readyGrace, ShutdownWithin: o.shutdownWithin,
 		DoctorInterval: o.doctorInterval, SnapshotInterval: o.rebuildInterval, Heartbeat: o.heartbeat})
 	if err != nil {

@@ -1,0 +1,402 @@
+package replay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/draforge/draforge/drivers/trace"
+)
+
+// Options of one replay.
+type Options struct {
+	Speed float64
+	// Deadline bounds the replay in wall time (0: none); jobs not finished by then are
+	// reported as such.
+	Deadline time.Duration
+	// GroupBy is a node label: devices are counted per value (nodes without it: "other").
+	GroupBy string
+	// Tick is how often (wall) the cluster is sampled; default 100ms.
+	Tick time.Duration
+	// Keep leaves the replay's Jobs, templates and PodGroups in the cluster.
+	Keep bool
+	// Log, when set, gets a line per job submitted, started and finished.
+	Log func(format string, args ...any)
+}
+
+// Run replays t on the cluster and returns its record. The run id (LabelRun) is derived from
+// the start time. Jobs are submitted at their arrival divided by speed; their pods run for
+// their duration divided by speed (the pod machine's run-for). It stops when every job has
+// finished or at the deadline, then deletes what it created unless Keep.
+func Run(ctx context.Context, kube kubernetes.Interface, t *trace.Trace, o Options) (*Record, error) {
+	if o.Speed <= 0 {
+		return nil, fmt.Errorf("speed %v: must be positive", o.Speed)
+	}
+	if o.Tick <= 0 {
+		o.Tick = 100 * time.Millisecond
+	}
+	if o.Log == nil {
+		o.Log = func(string, ...any) {}
+	}
+	run := fmt.Sprintf("%s-%d", t.Name, time.Now().Unix())
+	groups, devices, err := deviceGroups(ctx, kube, o.GroupBy)
+	if err != nil {
+		return nil, err
+	}
+	for _, ns := range t.Namespaces() {
+		_, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			return nil, fmt.Errorf("namespace %s: %w", ns, err)
+		}
+	}
+	w := newWatcher(kube, run)
+	if err := w.start(ctx); err != nil {
+		return nil, err
+	}
+	defer w.stop()
+
+	rec := &Record{Trace: t.Name, Run: run, Speed: o.Speed, GroupBy: o.GroupBy, Devices: devices}
+	rec.Jobs = make([]JobRecord, len(t.Jobs))
+	for i, j := range t.Jobs {
+		rec.Jobs[i].Job = j
+	}
+	start := time.Now()
+	sim := func(at time.Time) time.Duration { return time.Duration(float64(at.Sub(start)) * o.Speed) }
+	var deadline <-chan time.Time
+	if o.Deadline > 0 {
+		deadline = time.After(o.Deadline)
+	}
+	tick := time.NewTicker(o.Tick)
+	defer tick.Stop()
+	next := 0 // the next job to submit
+	var stuckSince time.Time
+	var created []trace.Objects
+	defer func() {
+		if !o.Keep {
+			cleanup(context.WithoutCancel(ctx), kube, created)
+		}
+	}()
+	for {
+		now := time.Now()
+		for next < len(t.Jobs) && trace.Compress(t.Jobs[next].Arrival, o.Speed) <= now.Sub(start) {
+			j := t.Jobs[next]
+			objs := trace.ObjectsFor(j, run, o.Speed)
+			if err := submit(ctx, kube, objs); err != nil {
+				return rec, fmt.Errorf("job %s: %w", j.Key(), err)
+			}
+			created = append(created, objs)
+			rec.Jobs[next].Submitted = new(sim(time.Now()))
+			o.Log("%s submit %s (%d×%d %s)", fmtSim(*rec.Jobs[next].Submitted), j.Key(), j.Pods, j.Devices, j.DeviceClass)
+			next++
+		}
+		done := w.update(rec, sim, o.Log)
+		sample := w.sample(sim(now), groups)
+		rec.Samples = append(rec.Samples, sample)
+		if next == len(t.Jobs) {
+			if done {
+				rec.Ended = "complete"
+				break
+			}
+			if n := stuck(rec, sample); n == 0 {
+				stuckSince = time.Time{}
+			} else if stuckSince.IsZero() {
+				stuckSince = now
+			} else if now.Sub(stuckSince) >= stuckAfter {
+				rec.Ended = fmt.Sprintf("stuck: for %s nothing ran and %d jobs waited", stuckAfter, n)
+				break
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return rec, ctx.Err()
+		case <-deadline:
+			rec.Ended = "deadline"
+			w.update(rec, sim, o.Log)
+		case <-tick.C:
+			continue
+		}
+		break
+	}
+	rec.Wall = time.Since(start)
+	rec.Simulated = sim(time.Now())
+	return rec, nil
+}
+
+// stuckAfter is how long (wall) nothing may run while jobs wait before the replay ends: longer
+// than kube-scheduler takes to retry a pod once devices are freed.
+const stuckAfter = 10 * time.Second
+
+// stuck returns how many jobs wait while no pod of the replay runs or is about to (0 when
+// some pod runs or a job has started): if that lasts, nothing the replay does will free
+// devices for them.
+func stuck(rec *Record, s Sample) int {
+	if s.Running > 0 {
+		return 0
+	}
+	n := 0
+	for _, j := range rec.Jobs {
+		if j.Finished != nil {
+			continue
+		}
+		if j.Started != nil {
+			return 0
+		}
+		n++
+	}
+	return n
+}
+
+func fmtSim(d time.Duration) string { return "t+" + d.Round(time.Second).String() }
+
+// deviceGroups maps each node to its group (the value of label key, "all" without a key) and
+// counts the devices published per group.
+func deviceGroups(ctx context.Context, kube kubernetes.Interface, key string) (map[string]string, map[string]int, error) {
+	nodes, err := kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, nil, fmt.Errorf("list nodes: %w", err)
+	}
+	groups := map[string]string{}
+	for _, n := range nodes.Items {
+		groups[n.Name] = groupOf(n.Labels, key)
+	}
+	sl, err := kube.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, nil, fmt.Errorf("list ResourceSlices: %w", err)
+	}
+	devices := map[string]int{}
+	for _, s := range sl.Items {
+		for _, d := range s.Spec.Devices {
+			node := s.Spec.NodeName
+			if d.NodeName != nil {
+				node = d.NodeName
+			}
+			g := "other"
+			if node != nil {
+				g = groups[*node]
+			}
+			devices[g]++
+		}
+	}
+	return groups, devices, nil
+}
+
+func groupOf(labels map[string]string, key string) string {
+	if key == "" {
+		return "all"
+	}
+	if v, ok := labels[key]; ok {
+		return v
+	}
+	return "other"
+}
+
+func submit(ctx context.Context, kube kubernetes.Interface, o trace.Objects) error {
+	if o.Template != nil {
+		if _, err := kube.ResourceV1().ResourceClaimTemplates(o.Template.Namespace).Create(ctx, o.Template, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("ResourceClaimTemplate: %w", err)
+		}
+	}
+	if o.PodGroup != nil {
+		if _, err := kube.SchedulingV1beta1().PodGroups(o.PodGroup.Namespace).Create(ctx, o.PodGroup, metav1.CreateOptions{}); err != nil {
+			if apierrors.IsNotFound(err) {
+				err = errors.New("the cluster serves no scheduling.k8s.io/v1beta1 PodGroups: a gang needs the GenericWorkload gate (the dra-all control plane profile)")
+			}
+			return fmt.Errorf("PodGroup: %w", err)
+		}
+	}
+	if _, err := kube.BatchV1().Jobs(o.Job.Namespace).Create(ctx, o.Job, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("Job: %w", err)
+	}
+	return nil
+}
+
+func cleanup(ctx context.Context, kube kubernetes.Interface, created []trace.Objects) {
+	bg := metav1.DeletePropagationBackground
+	for _, o := range created {
+		_ = kube.BatchV1().Jobs(o.Job.Namespace).Delete(ctx, o.Job.Name, metav1.DeleteOptions{PropagationPolicy: &bg})
+		if o.PodGroup != nil {
+			_ = kube.SchedulingV1beta1().PodGroups(o.PodGroup.Namespace).Delete(ctx, o.PodGroup.Name, metav1.DeleteOptions{})
+		}
+		if o.Template != nil {
+			_ = kube.ResourceV1().ResourceClaimTemplates(o.Template.Namespace).Delete(ctx, o.Template.Name, metav1.DeleteOptions{})
+		}
+	}
+}
+
+// watcher follows the replay's pods, Jobs and claims (label LabelRun) and notes when each pod
+// was bound, as its event arrives: a sample tick would round that to the tick × speed.
+type watcher struct {
+	factory informers.SharedInformerFactory
+	pods    cache.SharedIndexInformer
+	jobs    cache.SharedIndexInformer
+	claims  cache.SharedIndexInformer
+	cancel  context.CancelFunc
+
+	mu    sync.Mutex
+	bound map[string]time.Time // pod namespace/name → when it was first seen on a node
+}
+
+func newWatcher(kube kubernetes.Interface, run string) *watcher {
+	f := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.LabelSelector = trace.LabelRun + "=" + run
+	}))
+	w := &watcher{factory: f, pods: f.Core().V1().Pods().Informer(), jobs: f.Batch().V1().Jobs().Informer(),
+		claims: f.Resource().V1().ResourceClaims().Informer(), bound: map[string]time.Time{}}
+	note := func(obj any) {
+		if p, ok := obj.(*corev1.Pod); ok && p.Spec.NodeName != "" {
+			w.mu.Lock()
+			if _, seen := w.bound[p.Namespace+"/"+p.Name]; !seen {
+				w.bound[p.Namespace+"/"+p.Name] = time.Now()
+			}
+			w.mu.Unlock()
+		}
+	}
+	_, _ = w.pods.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: note, UpdateFunc: func(_, o any) { note(o) }})
+	return w
+}
+
+func (w *watcher) start(ctx context.Context) error {
+	ctx, w.cancel = context.WithCancel(ctx)
+	w.factory.Start(ctx.Done())
+	for typ, ok := range w.factory.WaitForCacheSync(ctx.Done()) {
+		if !ok {
+			return fmt.Errorf("watch %v: cache did not sync", typ)
+		}
+	}
+	return nil
+}
+
+func (w *watcher) stop() {
+	w.cancel()
+	w.factory.Shutdown()
+}
+
+// update records what happened to each job since the last call and reports whether every
+// submitted job has finished.
+func (w *watcher) update(rec *Record, sim func(time.Time) time.Duration, log func(string, ...any)) bool {
+	podsByJob := map[string][]*corev1.Pod{}
+	for _, o := range w.pods.GetStore().List() {
+		p := o.(*corev1.Pod)
+		podsByJob[p.Namespace+"/"+p.Labels[trace.LabelJob]] = append(podsByJob[p.Namespace+"/"+p.Labels[trace.LabelJob]], p)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	all := true
+	for i := range rec.Jobs {
+		j := &rec.Jobs[i]
+		if j.Submitted == nil {
+			all = false
+			continue
+		}
+		if j.Finished != nil {
+			continue
+		}
+		pods := podsByJob[j.Key()]
+		if j.Admitted == nil && len(pods) > 0 {
+			first := pods[0].CreationTimestamp.Time
+			for _, p := range pods {
+				if p.CreationTimestamp.Before(&metav1.Time{Time: first}) {
+					first = p.CreationTimestamp.Time
+				}
+			}
+			j.Admitted = new(max(sim(first), *j.Submitted))
+		}
+		if j.Started == nil {
+			var last time.Time
+			n := 0
+			for _, p := range pods {
+				if at, ok := w.bound[p.Namespace+"/"+p.Name]; ok {
+					n++
+					if at.After(last) {
+						last = at
+					}
+				}
+			}
+			if n >= j.Pods {
+				j.Started = new(sim(last))
+				log("%s start %s (waited %s)", fmtSim(*j.Started), j.Key(), (*j.Started - j.Arrival).Round(time.Second))
+			} else if j.Reason == "" {
+				j.Reason = unschedulable(pods)
+			}
+		}
+		if obj, ok, _ := w.jobs.GetStore().GetByKey(j.Key()); ok {
+			job := obj.(*batchv1.Job)
+			for _, c := range job.Status.Conditions {
+				if (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) && c.Status == corev1.ConditionTrue {
+					j.Finished = new(sim(time.Now()))
+					j.Failed = c.Type == batchv1.JobFailed
+					log("%s end %s (%s)", fmtSim(*j.Finished), j.Key(), c.Type)
+				}
+			}
+			if j.Admitted == nil && j.Reason == "" && job.Spec.Suspend != nil && *job.Spec.Suspend {
+				j.Reason = "suspended: waiting for its queue's admission"
+			}
+		}
+		if j.Finished == nil {
+			all = false
+		}
+	}
+	return all
+}
+
+func unschedulable(pods []*corev1.Pod) string {
+	for _, p := range pods {
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Message != "" {
+				return c.Message
+			}
+		}
+	}
+	return ""
+}
+
+// sample counts the replay's pods and the devices its claims hold.
+func (w *watcher) sample(t time.Duration, groups map[string]string) Sample {
+	s := Sample{T: t, AllocatedByGroup: map[string]int{}, AllocatedByClass: map[string]int{}}
+	for _, o := range w.pods.GetStore().List() {
+		p := o.(*corev1.Pod)
+		switch {
+		case p.Spec.NodeName == "":
+			s.Pending++
+		case p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed:
+			s.Running++
+		}
+	}
+	for _, o := range w.claims.GetStore().List() {
+		c := o.(*resourcev1.ResourceClaim)
+		a := c.Status.Allocation
+		if a == nil {
+			continue
+		}
+		class := map[string]string{}
+		for _, r := range c.Spec.Devices.Requests {
+			if r.Exactly != nil {
+				class[r.Name] = r.Exactly.DeviceClassName
+			}
+		}
+		g := "other"
+		if ns := a.NodeSelector; ns != nil && len(ns.NodeSelectorTerms) > 0 {
+			for _, f := range ns.NodeSelectorTerms[0].MatchFields {
+				if f.Key == "metadata.name" && len(f.Values) == 1 {
+					g = groups[f.Values[0]]
+				}
+			}
+		}
+		for _, r := range a.Devices.Results {
+			s.AllocatedByGroup[g]++
+			s.AllocatedByClass[class[r.Request]]++
+		}
+	}
+	return s
+}

@@ -1,0 +1,201 @@
+// Package trace reads a workload trace (schemas/trace.cue #WorkloadTrace): jobs arriving over
+// time, each pods × devices of a class running for a duration, and makes the objects that
+// submit one job at a compressed speed. It is pure; drivers/replay submits and watches.
+package trace
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
+
+	"github.com/draforge/draforge/drivers/scenario"
+	"github.com/draforge/draforge/schemas"
+)
+
+// Labels the replayed objects carry.
+const (
+	// LabelRun is the replay's run id on every object it creates.
+	LabelRun = "draforge.oaslananka/replay"
+	// LabelJob is the trace job's name on its Job, template, PodGroup and pods.
+	LabelJob = "draforge.oaslananka/trace-job"
+	// kueueQueue is the label Kueue admits a Job by.
+	kueueQueue = "kueue.x-k8s.io/queue-name"
+	// Annotations the pod machine reads (machines/pod.cue).
+	annotationRunFor   = "draforge.oaslananka/run-for"
+	annotationExitCode = "draforge.oaslananka/exit-code"
+)
+
+// Trace is a decoded workload trace.
+type Trace struct {
+	Name string `json:"name"`
+	Jobs []Job  `json:"jobs"` // sorted by arrival, then name
+}
+
+// Job is one job of a trace, with the trace's defaults applied.
+type Job struct {
+	Name              string        `json:"name"`
+	Namespace         string        `json:"namespace"`
+	Arrival           time.Duration `json:"arrival"`
+	Duration          time.Duration `json:"duration"`
+	Pods              int           `json:"pods"`
+	Devices           int           `json:"devices"`
+	DeviceClass       string        `json:"deviceClass"`
+	Gang              bool          `json:"gang,omitempty"`
+	Queue             string        `json:"queue,omitempty"`
+	PriorityClassName string        `json:"priorityClassName,omitempty"`
+}
+
+// Key is the job's namespace/name.
+func (j Job) Key() string { return j.Namespace + "/" + j.Name }
+
+// Size is the job's devices in all: pods × devices.
+func (j Job) Size() int { return j.Pods * j.Devices }
+
+// VetError is a trace the schema refuses; Error lists every problem at its file:line:col.
+type VetError struct {
+	File string
+	Err  error
+}
+
+func (e *VetError) Error() string { return scenario.Format(e.File, e.Err) }
+
+type document struct {
+	Metadata struct {
+		Name string `json:"name"`
+	} `json:"metadata"`
+	Spec struct {
+		Namespace   string `json:"namespace"`
+		DeviceClass string `json:"deviceClass"`
+		Jobs        []struct {
+			Name              string `json:"name"`
+			Arrival           string `json:"arrival"`
+			Duration          string `json:"duration"`
+			Namespace         string `json:"namespace"`
+			Pods              *int   `json:"pods"`
+			Devices           *int   `json:"devices"`
+			DeviceClass       string `json:"deviceClass"`
+			Gang              bool   `json:"gang"`
+			Queue             string `json:"queue"`
+			PriorityClassName string `json:"priorityClassName"`
+		} `json:"jobs"`
+	} `json:"spec"`
+}
+
+// Decode vets src against #WorkloadTrace (every problem at its file:line:col, a *VetError)
+// and decodes it.
+func Decode(filename string, src []byte) (*Trace, error) {
+	if err := schemas.ValidateTrace(filename, src); err != nil {
+		return nil, &VetError{File: filename, Err: err}
+	}
+	var d document
+	if err := yaml.Unmarshal(src, &d); err != nil {
+		return nil, fmt.Errorf("%s: %w", filename, err)
+	}
+	t := &Trace{Name: d.Metadata.Name}
+	ns := cmp.Or(d.Spec.Namespace, "draforge-replay")
+	for i, j := range d.Spec.Jobs {
+		arrival, err1 := time.ParseDuration(j.Arrival)
+		duration, err2 := time.ParseDuration(j.Duration)
+		if err := cmp.Or(err1, err2); err != nil { // the schema's grammar is Go's
+			return nil, fmt.Errorf("%s: spec.jobs.%d: %w", filename, i, err)
+		}
+		t.Jobs = append(t.Jobs, Job{
+			Name: j.Name, Namespace: cmp.Or(j.Namespace, ns), Arrival: arrival, Duration: duration,
+			Pods: ptr.Deref(j.Pods, 1), Devices: ptr.Deref(j.Devices, 1), DeviceClass: cmp.Or(j.DeviceClass, d.Spec.DeviceClass),
+			Gang: j.Gang, Queue: j.Queue, PriorityClassName: j.PriorityClassName,
+		})
+	}
+	slices.SortStableFunc(t.Jobs, func(a, b Job) int { return cmp.Or(cmp.Compare(a.Arrival, b.Arrival), cmp.Compare(a.Key(), b.Key())) })
+	return t, nil
+}
+
+// Namespaces are the namespaces the trace's jobs run in, sorted.
+func (t *Trace) Namespaces() []string {
+	var out []string
+	for _, j := range t.Jobs {
+		out = append(out, j.Namespace)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// Span is the trace's simulated length: the last arrival plus its duration, or any job's end.
+func (t *Trace) Span() time.Duration {
+	var end time.Duration
+	for _, j := range t.Jobs {
+		end = max(end, j.Arrival+j.Duration)
+	}
+	return end
+}
+
+// Compress divides a simulated duration by speed, never below a millisecond for a positive one.
+func Compress(d time.Duration, speed float64) time.Duration {
+	if d <= 0 {
+		return 0
+	}
+	return max(time.Duration(float64(d)/speed), time.Millisecond)
+}
+
+// Objects are what submit one job: the claim template its pods' claims come from (nil
+// without devices), the PodGroup of a gang (else nil) and the Job, whose pods run for the
+// job's duration divided by speed.
+type Objects struct {
+	Template *resourcev1.ResourceClaimTemplate
+	PodGroup *schedulingv1beta1.PodGroup
+	Job      *batchv1.Job
+}
+
+// ObjectsFor makes job's objects for run (the LabelRun value).
+func ObjectsFor(job Job, run string, speed float64) Objects {
+	labels := map[string]string{LabelRun: run, LabelJob: job.Name}
+	meta := metav1.ObjectMeta{Name: job.Name, Namespace: job.Namespace, Labels: labels}
+	var o Objects
+	spec := corev1.PodSpec{
+		RestartPolicy:     corev1.RestartPolicyNever,
+		PriorityClassName: job.PriorityClassName,
+		Containers:        []corev1.Container{{Name: "main", Image: "registry.k8s.io/pause:3.10"}},
+	}
+	if job.Devices > 0 {
+		o.Template = &resourcev1.ResourceClaimTemplate{ObjectMeta: meta, Spec: resourcev1.ResourceClaimTemplateSpec{
+			ObjectMeta: metav1.ObjectMeta{Labels: labels},
+			Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{{
+				Name: "devices", Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: job.DeviceClass, AllocationMode: resourcev1.DeviceAllocationModeExactCount, Count: int64(job.Devices)},
+			}}}},
+		}}
+		spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "devices", ResourceClaimTemplateName: ptr.To(job.Name)}}
+		spec.Containers[0].Resources.Claims = []corev1.ResourceClaim{{Name: "devices"}}
+	}
+	if job.Gang {
+		o.PodGroup = &schedulingv1beta1.PodGroup{ObjectMeta: meta, Spec: schedulingv1beta1.PodGroupSpec{
+			SchedulingPolicy: schedulingv1beta1.PodGroupSchedulingPolicy{Gang: &schedulingv1beta1.GangSchedulingPolicy{MinCount: int32(job.Pods)}},
+		}}
+		spec.SchedulingGroup = &corev1.PodSchedulingGroup{PodGroupName: ptr.To(job.Name)}
+	}
+	jobLabels := labels
+	if job.Queue != "" {
+		jobLabels = map[string]string{LabelRun: run, LabelJob: job.Name, kueueQueue: job.Queue}
+	}
+	o.Job = &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Name: job.Name, Namespace: job.Namespace, Labels: jobLabels},
+		Spec: batchv1.JobSpec{
+			Parallelism: ptr.To(int32(job.Pods)), Completions: ptr.To(int32(job.Pods)), BackoffLimit: ptr.To(int32(0)),
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: map[string]string{
+					annotationRunFor: Compress(job.Duration, speed).String(), annotationExitCode: strconv.Itoa(0),
+				}},
+				Spec: spec,
+			},
+		},
+	}
+	return o
+}
