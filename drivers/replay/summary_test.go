@@ -28,7 +28,7 @@ func record() *Record {
 		Jobs: []JobRecord{
 			job("a", 0, 0, 1, 4, "q1", false),
 			job("b", 10*s, 70*s, 2, 2, "q1", true), // waits 60s
-			job("c", 20*s, 50*s, 1, 1, "", false), // waits 30s
+			job("c", 20*s, 50*s, 1, 1, "", false),  // waits 30s
 			{Job: trace.Job{Name: "d", Namespace: "ns", Arrival: 30 * s, Pods: 1, Devices: 16}, Submitted: at(30 * s), Reason: "0/3 nodes are available: 3 cannot allocate all claims."},
 		},
 		Samples: []Sample{
