@@ -27,8 +27,16 @@ func (s *Server) reports(mux *http.ServeMux) {
 		w.Header().Set("Cache-Control", "no-cache")
 		http.Redirect(w, r, path.Join("/reports", filepath.ToSlash(page)), http.StatusFound)
 	})
-	mux.Handle("GET /reports/", http.StripPrefix("/reports/", http.FileServer(http.Dir(dir))))
+	files := http.StripPrefix("/reports/", http.FileServer(http.Dir(dir)))
+	mux.HandleFunc("GET /reports/", func(w http.ResponseWriter, r *http.Request) {
+		// A report is one page with its style inline and no script (drivers/replay).
+		w.Header().Set("Content-Security-Policy", reportCSP)
+		files.ServeHTTP(w, r)
+	})
 }
+
+// reportCSP lets a report's inline style apply; it still runs no script and loads nothing.
+const reportCSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 
 // latestReport is the newest report.html or compare.html one level below dir, relative to it.
 func latestReport(dir string) string {

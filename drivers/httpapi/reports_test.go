@@ -45,11 +45,19 @@ func TestReportsLatest(t *testing.T) {
 	if code, body := get("/reports/compare-x/compare.html"); code != 200 || body != "older comparison" {
 		t.Errorf("a report by path: %d %q", code, body)
 	}
+	r, err := http.Get(ts.URL + "/reports/small-2/report.html")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Body.Close()
+	if csp := r.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "style-src 'unsafe-inline'") || strings.Contains(csp, "script-src") {
+		t.Errorf("a report's CSP %q: its inline style applies, no script runs", csp)
+	}
 	if code, body := get("/api/version"); code != 200 || !strings.Contains(strings.Join(strings.Fields(body), ""), `"reports":true`) {
 		t.Errorf("/api/version: %d %s", code, body)
 	}
 	_, none := newTestServer(t, Options{})
-	r, err := http.Get(none.URL + "/reports/latest")
+	r, err = http.Get(none.URL + "/reports/latest")
 	if err != nil {
 		t.Fatal(err)
 	}
