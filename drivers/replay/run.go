@@ -221,8 +221,21 @@ func submit(ctx context.Context, kube kubernetes.Interface, o trace.Objects) err
 	return nil
 }
 
+// cleanup deletes what the replay created and waits (up to a minute) until its Jobs are
+// gone, so that a replay right after, of the same trace, can create Jobs of the same names.
 func cleanup(ctx context.Context, kube kubernetes.Interface, created []trace.Objects) {
 	bg := metav1.DeletePropagationBackground
+	defer func() {
+		deadline := time.Now().Add(time.Minute)
+		for _, o := range created {
+			for time.Now().Before(deadline) {
+				if _, err := kube.BatchV1().Jobs(o.Job.Namespace).Get(ctx, o.Job.Name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+					break
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+		}
+	}()
 	for _, o := range created {
 		_ = kube.BatchV1().Jobs(o.Job.Namespace).Delete(ctx, o.Job.Name, metav1.DeleteOptions{PropagationPolicy: &bg})
 		if o.PodGroup != nil {
