@@ -42,7 +42,7 @@ func testCluster() Cluster {
 			Spec: resourcev1.ResourceSliceSpec{
 				Driver: "gpu.nvidia.com", NodeName: ptr.To(node),
 				Pool:    resourcev1.ResourcePool{Name: pool, Generation: 3, ResourceSliceCount: 1},
-				Devices: []resourcev1.Device{{Name: "gpu-0", Attributes: map[resourcev1.QualifiedName]resourcev1.DeviceAttribute{"productName": {StringValue: ptr.To("H100")}}}},
+				Devices: []resourcev1.Device{{Name: "gpu-0", Attributes: map[resourcev1.QualifiedName]resourcev1.DeviceAttribute{"productName": {StringValue: ptr.To("H100")}, "ecc": {BoolValue: ptr.To(true)}, "index": {IntValue: ptr.To[int64](0)}, "driverVersion": {VersionValue: ptr.To("1.2.3")}}}},
 			},
 		}
 	}

@@ -27,8 +27,8 @@ var snapshotScenarios = []string{
 
 // TestSnapshotRoundTrip: `draforge snapshot` of a cluster running example scenarios, applied
 // with `draforge scenario apply` to a fresh control plane, snapshots to the same documents; and
-// the scenarios' claims get the same kube-scheduler verdicts (their outcome lines) on both, the
-// second cluster having only the snapshot's nodes, slices and classes (no pools).
+// the scenarios' claims, each used by a pod, get the same kube-scheduler verdicts (their outcome
+// lines) on both, the second cluster having only the snapshot's nodes, slices and classes.
 func TestSnapshotRoundTrip(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts two control planes")
@@ -81,10 +81,29 @@ func TestSnapshotRoundTrip(t *testing.T) {
 		for i, f := range files {
 			outcomes := outcomeLine.FindAllStringSubmatch(string(f.src), -1)
 			for _, c := range f.claims {
+				// A pod that uses the claim, created first: kube-scheduler allocates the claim
+				// for it on both clusters (on the copy DRAForge publishes none of the devices,
+				// so it never allocates a claim there itself, as beside a real driver).
+				e.Apply(t, "", verdictPod(c.GetNamespace(), c.GetName()))
 				e.Apply(t, "", c)
+				t.Cleanup(func() {
+					if t.Failed() {
+						t.Logf("explain %s/%s:\n%s", c.GetNamespace(), c.GetName(), cliOut(t, e, "explain", "-n", c.GetNamespace(), c.GetName()))
+					}
+				})
 				want := outcomeFor(outcomes, c.GetName())
 				if want == nil {
 					t.Fatalf("%s: claim %s has no outcome line", snapshotScenarios[i], c.GetName())
+				}
+				if want[2] == "pending" {
+					// Decided: kube-scheduler found no room for the pod, and the claim has none.
+					eventually(t, 30*time.Second, func() (bool, string) {
+						p, err := e.Kube.CoreV1().Pods(c.GetNamespace()).Get(t.Context(), "verdict-"+c.GetName(), metav1.GetOptions{})
+						if err != nil {
+							return false, err.Error()
+						}
+						return unschedulable(p), fmt.Sprintf("pod verdict-%s: %+v", c.GetName(), p.Status.Conditions)
+					})
 				}
 				e.checkOutcome(t, c.GetNamespace(), c.GetName(), want[2], want[3], want[4])
 			}
@@ -180,4 +199,27 @@ func lineDiff(a, b string) string {
 		}
 	}
 	return "(equal)"
+}
+
+// cliOut runs draforge against e's cluster and returns what it printed, failing or not.
+func cliOut(t *testing.T, e *env, args ...string) string {
+	cmd := exec.Command(draforgeBinary(t), append([]string{"--kubeconfig", e.Kubeconfig}, args...)...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return string(out) + "\n" + err.Error()
+	}
+	return string(out)
+}
+
+// verdictPod is a pod using claim name, for kube-scheduler to decide.
+func verdictPod(ns, claim string) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "v1", "kind": "Pod",
+		"metadata": map[string]any{"name": "verdict-" + claim, "namespace": ns},
+		"spec": map[string]any{
+			"resourceClaims": []any{map[string]any{"name": "devices", "resourceClaimName": claim}},
+			"containers": []any{map[string]any{"name": "c", "image": "registry.k8s.io/pause:3.10",
+				"resources": map[string]any{"claims": []any{map[string]any{"name": "devices"}}}}},
+		},
+	}}
 }
