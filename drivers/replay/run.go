@@ -2,6 +2,7 @@ package replay
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -12,6 +13,7 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -60,7 +62,11 @@ func Run(ctx context.Context, kube kubernetes.Interface, t *trace.Trace, o Optio
 			return nil, fmt.Errorf("namespace %s: %w", ns, err)
 		}
 	}
-	w := newWatcher(kube, run)
+	durations := map[string]time.Duration{} // namespace/job → its pods' compressed run time
+	for _, j := range t.Jobs {
+		durations[j.Key()] = trace.Compress(j.Duration, o.Speed)
+	}
+	w := newWatcher(kube, run, durations)
 	if err := w.start(ctx); err != nil {
 		return nil, err
 	}
@@ -77,8 +83,8 @@ func Run(ctx context.Context, kube kubernetes.Interface, t *trace.Trace, o Optio
 	if o.Deadline > 0 {
 		deadline = time.After(o.Deadline)
 	}
-	tick := time.NewTicker(o.Tick)
-	defer tick.Stop()
+	wake := time.NewTimer(0)
+	defer wake.Stop()
 	next := 0 // the next job to submit
 	var stuckSince time.Time
 	var created []trace.Objects
@@ -117,20 +123,29 @@ func Run(ctx context.Context, kube kubernetes.Interface, t *trace.Trace, o Optio
 				break
 			}
 		}
+		// The next sample, or the next arrival if it comes first: a tick would delay a
+		// submission by up to the tick × speed in simulated time.
+		wait := o.Tick
+		if next < len(t.Jobs) {
+			wait = min(wait, trace.Compress(t.Jobs[next].Arrival, o.Speed)-time.Since(start))
+		}
+		wake.Reset(max(wait, 0))
 		select {
 		case <-ctx.Done():
 			return rec, ctx.Err()
 		case <-deadline:
 			rec.Ended = "deadline"
 			w.update(rec, sim, o.Log)
-		case <-tick.C:
+		case <-wake.C:
 			continue
 		}
 		break
 	}
 	rec.Wall = time.Since(start)
 	rec.Simulated = sim(time.Now())
-	return rec, nil
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return rec, errors.Join(w.errs...)
 }
 
 // stuckAfter is how long (wall) nothing may run while jobs wait before the replay ends: longer
@@ -256,23 +271,56 @@ type watcher struct {
 	claims  cache.SharedIndexInformer
 	cancel  context.CancelFunc
 
-	mu    sync.Mutex
-	bound map[string]time.Time // pod namespace/name → when it was first seen on a node
+	mu      sync.Mutex
+	bound   map[string]time.Time // pod namespace/name → when it was first seen on a node
+	ended   map[string]time.Time // pod namespace/name → when it was first seen Succeeded or Failed
+	started map[string]bool      // pods whose run-for was set
+	errs    []error              // patches that failed
 }
 
-func newWatcher(kube kubernetes.Interface, run string) *watcher {
+func newWatcher(kube kubernetes.Interface, run string, durations map[string]time.Duration) *watcher {
 	f := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 		o.LabelSelector = trace.LabelRun + "=" + run
 	}))
 	w := &watcher{factory: f, pods: f.Core().V1().Pods().Informer(), jobs: f.Batch().V1().Jobs().Informer(),
-		claims: f.Resource().V1().ResourceClaims().Informer(), bound: map[string]time.Time{}}
+		claims: f.Resource().V1().ResourceClaims().Informer(), bound: map[string]time.Time{}, ended: map[string]time.Time{}, started: map[string]bool{}}
+	first := func(m map[string]time.Time, key string, now time.Time) {
+		if _, seen := m[key]; !seen {
+			m[key] = now
+		}
+	}
 	note := func(obj any) {
-		if p, ok := obj.(*corev1.Pod); ok && p.Spec.NodeName != "" {
-			w.mu.Lock()
-			if _, seen := w.bound[p.Namespace+"/"+p.Name]; !seen {
-				w.bound[p.Namespace+"/"+p.Name] = time.Now()
+		p, ok := obj.(*corev1.Pod)
+		if !ok {
+			return
+		}
+		now, key := time.Now(), p.Namespace+"/"+p.Name
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if p.Spec.NodeName != "" {
+			first(w.bound, key, now)
+		}
+		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			first(w.ended, key, now)
+		}
+		// Started: run for the job's duration from now (trace.RunFor), one patch per pod.
+		if p.Status.StartTime != nil && !w.started[key] {
+			w.started[key] = true
+			d, ok := durations[p.Namespace+"/"+p.Labels[trace.LabelJob]]
+			if !ok {
+				return
 			}
-			w.mu.Unlock()
+			patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{
+				trace.AnnotationRunFor: trace.RunFor(p.Status.StartTime.Time, now, d).String()}}})
+			go func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				defer cancel()
+				if _, err := kube.CoreV1().Pods(p.Namespace).Patch(ctx, p.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil && !apierrors.IsNotFound(err) {
+					w.mu.Lock()
+					w.errs = append(w.errs, fmt.Errorf("pod %s: set run-for: %w", key, err))
+					w.mu.Unlock()
+				}
+			}()
 		}
 	}
 	_, _ = w.pods.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: note, UpdateFunc: func(_, o any) { note(o) }})
@@ -347,7 +395,23 @@ func (w *watcher) update(rec *Record, sim func(time.Time) time.Duration, log fun
 			job := obj.(*batchv1.Job)
 			for _, c := range job.Status.Conditions {
 				if (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) && c.Status == corev1.ConditionTrue {
-					j.Finished = new(sim(time.Now()))
+					// The job ended when its last pod did (as that event arrived): the Job
+					// controller batches pod updates for a second before it says so.
+					end := time.Now()
+					var last time.Time
+					n := 0
+					for _, p := range pods {
+						if at, ok := w.ended[p.Namespace+"/"+p.Name]; ok {
+							n++
+							if at.After(last) {
+								last = at
+							}
+						}
+					}
+					if n >= j.Pods {
+						end = last
+					}
+					j.Finished = new(sim(end))
 					j.Failed = c.Type == batchv1.JobFailed
 					log("%s end %s (%s)", fmtSim(*j.Finished), j.Key(), c.Type)
 				}

@@ -146,6 +146,17 @@ func Compress(d time.Duration, speed float64) time.Duration {
 	return max(time.Duration(float64(d)/speed), time.Millisecond)
 }
 
+// AnnotationRunFor is the pod machine's run time annotation (machines/pod.cue), counted from
+// the pod's status.startTime.
+const AnnotationRunFor = annotationRunFor
+
+// RunFor is the run-for a pod that started at started (as observed, to the nanosecond) needs to
+// run for duration from then: status.startTime has a one-second resolution (it is truncated), so
+// counting duration from it would end the pod up to a second early, a simulated minute at 60x.
+func RunFor(startTime, started time.Time, duration time.Duration) time.Duration {
+	return max(started.Sub(startTime), 0) + duration
+}
+
 // Objects are what submit one job: the claim template its pods' claims come from (nil
 // without devices), the PodGroup of a gang (else nil) and the Job, whose pods run for the
 // job's duration divided by speed.
@@ -190,9 +201,9 @@ func ObjectsFor(job Job, run string, speed float64) Objects {
 		Spec: batchv1.JobSpec{
 			Parallelism: ptr.To(int32(job.Pods)), Completions: ptr.To(int32(job.Pods)), BackoffLimit: ptr.To(int32(0)),
 			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: map[string]string{
-					annotationRunFor: Compress(job.Duration, speed).String(), annotationExitCode: strconv.Itoa(0),
-				}},
+				// No run-for yet: the replay sets it on each pod once it runs (RunFor), so that
+				// its second-resolution start time does not cut the run short.
+				ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: map[string]string{annotationExitCode: strconv.Itoa(0)}},
 				Spec: spec,
 			},
 		},

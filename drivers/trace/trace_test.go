@@ -72,9 +72,9 @@ func TestObjectsFor(t *testing.T) {
 	if *js.Parallelism != 4 || *js.Completions != 4 || o.Job.Labels["kueue.x-k8s.io/queue-name"] != "team-a" || js.Template.Labels[LabelJob] != "train" {
 		t.Errorf("job %+v", o.Job)
 	}
-	// Ten simulated minutes at 60x run for ten wall seconds.
-	if got := js.Template.Annotations["draforge.oaslananka/run-for"]; got != "10s" {
-		t.Errorf("run-for %s, want 10s", got)
+	// The replay sets run-for on each pod once it runs (RunFor), not in the template.
+	if got, ok := js.Template.Annotations[AnnotationRunFor]; ok {
+		t.Errorf("template run-for %s", got)
 	}
 	if *js.Template.Spec.SchedulingGroup.PodGroupName != "train" || js.Template.Spec.ResourceClaims[0].ResourceClaimTemplateName == nil {
 		t.Errorf("pod spec %+v", js.Template.Spec)
@@ -93,5 +93,16 @@ func TestCompress(t *testing.T) {
 		if got := Compress(c.d, c.speed); got != c.want {
 			t.Errorf("Compress(%s, %g) = %s, want %s", c.d, c.speed, got, c.want)
 		}
+	}
+}
+
+func TestRunFor(t *testing.T) {
+	start := time.Date(2026, 12, 5, 10, 0, 0, 0, time.UTC) // status.startTime, truncated
+	// Observed running 700ms into that second: ten wall seconds from then end 10.7s after startTime.
+	if got := RunFor(start, start.Add(700*time.Millisecond), 10*time.Second); got != 10700*time.Millisecond {
+		t.Errorf("RunFor = %s", got)
+	}
+	if got := RunFor(start, start.Add(-time.Second), time.Second); got != time.Second {
+		t.Errorf("an observation before startTime (clock skew) counts from startTime: %s", got)
 	}
 }
