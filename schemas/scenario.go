@@ -48,7 +48,9 @@ func ValidateScenario(filename string, src []byte) error { return validate(filen
 
 // ValidateTrace checks a workload trace (drivers/trace) against #WorkloadTrace as
 // ValidateScenario checks a scenario.
-func ValidateTrace(filename string, src []byte) error { return validate(filename, src, "#WorkloadTrace") }
+func ValidateTrace(filename string, src []byte) error {
+	return validate(filename, src, "#WorkloadTrace")
+}
 
 func validate(filename string, src []byte, def string) error {
 	ctx := cuecontext.New()

@@ -204,7 +204,7 @@ func ObjectsFor(job Job, run string, speed float64) Objects {
 				// No run-for yet: the replay sets it on each pod once it runs (RunFor), so that
 				// its second-resolution start time does not cut the run short.
 				ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: map[string]string{annotationExitCode: strconv.Itoa(0)}},
-				Spec: spec,
+				Spec:       spec,
 			},
 		},
 	}
