@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"html/template"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -224,14 +225,7 @@ func newView(r *Record) view {
 	pend = append([]series{p, run}, pend...)
 	v.Utilization = lineChart("Device utilization by node group", "% of devices held", util, 100)
 	v.Pending = lineChart("Pods and devices held over simulated time", "count", pend, 0)
-	queues := slices.Sorted(func(yield func(string) bool) {
-		for k := range s.ByQueue {
-			if !yield(k) {
-				return
-			}
-		}
-	})
-	v.Queues = rows(s.ByQueue, queues, func(k string) string { return k })
+	v.Queues = rows(s.ByQueue, slices.Sorted(maps.Keys(s.ByQueue)), func(k string) string { return k })
 	var buckets []string
 	for _, b := range sizeBuckets {
 		buckets = append(buckets, b.name)

@@ -367,24 +367,14 @@ func (w *watcher) update(rec *Record, sim func(time.Time) time.Duration, log fun
 		if j.Admitted == nil && len(pods) > 0 {
 			first := pods[0].CreationTimestamp.Time
 			for _, p := range pods {
-				if p.CreationTimestamp.Before(&metav1.Time{Time: first}) {
+				if p.CreationTimestamp.Time.Before(first) {
 					first = p.CreationTimestamp.Time
 				}
 			}
 			j.Admitted = new(max(sim(first), *j.Submitted))
 		}
 		if j.Started == nil {
-			var last time.Time
-			n := 0
-			for _, p := range pods {
-				if at, ok := w.bound[p.Namespace+"/"+p.Name]; ok {
-					n++
-					if at.After(last) {
-						last = at
-					}
-				}
-			}
-			if n >= j.Pods {
+			if last, all := latest(w.bound, pods, j.Pods); all {
 				j.Started = new(sim(last))
 				log("%s start %s (waited %s)", fmtSim(*j.Started), j.Key(), (*j.Started - j.Arrival).Round(time.Second))
 			} else if j.Reason == "" {
@@ -398,17 +388,7 @@ func (w *watcher) update(rec *Record, sim func(time.Time) time.Duration, log fun
 					// The job ended when its last pod did (as that event arrived): the Job
 					// controller batches pod updates for a second before it says so.
 					end := time.Now()
-					var last time.Time
-					n := 0
-					for _, p := range pods {
-						if at, ok := w.ended[p.Namespace+"/"+p.Name]; ok {
-							n++
-							if at.After(last) {
-								last = at
-							}
-						}
-					}
-					if n >= j.Pods {
+					if last, all := latest(w.ended, pods, j.Pods); all {
 						end = last
 					}
 					j.Finished = new(sim(end))
@@ -425,6 +405,22 @@ func (w *watcher) update(rec *Record, sim func(time.Time) time.Duration, log fun
 		}
 	}
 	return all
+}
+
+// latest is the latest time recorded in seen (when a pod was bound, or ended) for pods, and
+// whether times were recorded for at least want of them.
+func latest(seen map[string]time.Time, pods []*corev1.Pod, want int) (time.Time, bool) {
+	var last time.Time
+	n := 0
+	for _, p := range pods {
+		if at, ok := seen[p.Namespace+"/"+p.Name]; ok {
+			n++
+			if at.After(last) {
+				last = at
+			}
+		}
+	}
+	return last, n >= want
 }
 
 func unschedulable(pods []*corev1.Pod) string {

@@ -138,11 +138,7 @@ func name(d Document) string {
 func meta(name string, labels map[string]string) map[string]any {
 	m := map[string]any{"name": name}
 	if len(labels) > 0 {
-		l := map[string]any{}
-		for k, v := range labels {
-			l[k] = v
-		}
-		m["labels"] = l
+		m["labels"] = labels
 	}
 	return m
 }
@@ -183,7 +179,7 @@ func nodeGroups(nodes []corev1.Node, r *renamer) []*nodeGroup {
 			if k == corev1.LabelHostname || k == simnode.LabelSimulated {
 				continue
 			}
-			g.labels[k] = r.labelValue(v)
+			g.labels[k] = r.node(v)
 		}
 		for _, t := range n.Spec.Taints {
 			if strings.HasPrefix(t.Key, "node.kubernetes.io/") {
@@ -276,22 +272,17 @@ func newRenamer(c Cluster, on bool) *renamer {
 	return r
 }
 
-func (r *renamer) node(n string) string {
-	if v, ok := r.nodes[n]; ok {
+// rename is n's new name in m, or n. node also renames a label or selector value that is a
+// node's name.
+func rename(m map[string]string, n string) string {
+	if v, ok := m[n]; ok {
 		return v
 	}
 	return n
 }
 
-func (r *renamer) sliceName(n string) string {
-	if v, ok := r.sliceNm[n]; ok {
-		return v
-	}
-	return n
-}
-
-// labelValue renames a node label value or selector value that is a node's name.
-func (r *renamer) labelValue(v string) string { return r.node(v) }
+func (r *renamer) node(n string) string      { return rename(r.nodes, n) }
+func (r *renamer) sliceName(n string) string { return rename(r.sliceNm, n) }
 
 // pool renames the segments of a pool name that are node or namespace names.
 func (r *renamer) pool(p string) string {
@@ -302,8 +293,8 @@ func (r *renamer) pool(p string) string {
 	for i, s := range segs {
 		if v, ok := r.nodes[s]; ok {
 			segs[i] = v
-		} else if v, ok := r.spaces[s]; ok {
-			segs[i] = v
+		} else {
+			segs[i] = rename(r.spaces, s)
 		}
 	}
 	return strings.Join(segs, "/")
@@ -336,7 +327,7 @@ func (r *renamer) selector(sel *corev1.NodeSelector) {
 		for _, reqs := range [][]corev1.NodeSelectorRequirement{t.MatchExpressions, t.MatchFields} {
 			for j := range reqs {
 				for k, v := range reqs[j].Values {
-					reqs[j].Values[k] = r.labelValue(v)
+					reqs[j].Values[k] = r.node(v)
 				}
 			}
 		}
