@@ -31,7 +31,13 @@ type cliResult struct {
 
 func runCLI(t *testing.T, args ...string) cliResult {
 	t.Helper()
-	cmd := exec.CommandContext(t.Context(), draforgeBinary(t), append([]string{"--kubeconfig", kubeconfigPath}, args...)...)
+	return runCLIAt(t, kubeconfigPath, args...)
+}
+
+// runCLIAt runs draforge from the repository root against the cluster of kubeconfig.
+func runCLIAt(t *testing.T, kubeconfig string, args ...string) cliResult {
+	t.Helper()
+	cmd := exec.CommandContext(t.Context(), draforgeBinary(t), append([]string{"--kubeconfig", kubeconfig}, args...)...)
 	cmd.Dir = repoRoot()
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
@@ -49,11 +55,17 @@ func runCLI(t *testing.T, args ...string) cliResult {
 
 func mustCLI(t *testing.T, args ...string) string {
 	t.Helper()
-	r := runCLI(t, args...)
+	return mustCLIAt(t, kubeconfigPath, args...).stdout
+}
+
+// mustCLIAt is runCLIAt, failing the test unless draforge exits 0.
+func mustCLIAt(t *testing.T, kubeconfig string, args ...string) cliResult {
+	t.Helper()
+	r := runCLIAt(t, kubeconfig, args...)
 	if r.code != 0 {
 		t.Fatalf("draforge %s: exit %d\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), r.code, r.stdout, r.stderr)
 	}
-	return r.stdout
+	return r
 }
 
 // installCRD applies the SDP CRD and the simulated nodes (see env.installCRDs).

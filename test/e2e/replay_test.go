@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -33,28 +32,16 @@ func replayCluster(t *testing.T) {
 	e.WaitPoolReady(t, "draforge-replay", "replay-gpus")
 }
 
-// replayCLI runs draforge against the e2e cluster from the repository root.
-func replayCLI(t *testing.T, args ...string) string {
-	t.Helper()
-	cmd := exec.CommandContext(t.Context(), draforgeBinary(t), append([]string{"--kubeconfig", kubeconfigPath}, args...)...)
-	cmd.Dir = repoRoot()
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("draforge %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return string(out)
-}
-
 // replayed replays trace at speed into dir and reads its record.
 func replayed(t *testing.T, trace, speed, dir string) *replay.Record {
 	t.Helper()
-	log := replayCLI(t, "replay", trace, "--speed", speed, "--out", dir, "--group-by", "draforge.test/rack")
-	t.Logf("replay of %s at %sx:\n%s", trace, speed, log)
-	r, err := replay.ReadRecord(filepath.Join(dir, "record.json"))
+	r := mustCLIAt(t, kubeconfigPath, "replay", trace, "--speed", speed, "--out", dir, "--group-by", "draforge.test/rack")
+	t.Logf("replay of %s at %sx:\n%s%s", trace, speed, r.stderr, r.stdout)
+	rec, err := replay.ReadRecord(filepath.Join(dir, "record.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return r
+	return rec
 }
 
 // TestReplayTimeCompression replays the same trace at 1x and at 60x through kube-scheduler:
@@ -85,7 +72,7 @@ func TestReplayTimeCompression(t *testing.T) {
 	if c.Jobs != 6 || !c.SameOrder || c.MaxWaitDiff > replayTolerance {
 		t.Errorf("60x against 1x: %+v; want the same order and waits within %s", c, replayTolerance)
 	}
-	if out := replayCLI(t, "replay", "--compare", filepath.Join(dir, "1x"), filepath.Join(dir, "60x"), "--out", filepath.Join(dir, "compare")); !strings.Contains(out, "6 jobs started in both; same start order: true") {
+	if out := mustCLI(t, "replay", "--compare", filepath.Join(dir, "1x"), filepath.Join(dir, "60x"), "--out", filepath.Join(dir, "compare")); !strings.Contains(out, "6 jobs started in both; same start order: true") {
 		t.Errorf("compare printed %q", out)
 	}
 }
@@ -114,7 +101,7 @@ func TestReplaySmallTrace(t *testing.T) {
 		t.Errorf("devices %v, utilization %v", r.Devices, s.Utilization)
 	}
 	r2 := replayed(t, "examples/traces/small.yaml", "120", filepath.Join(dir, "120x"))
-	if out := replayCLI(t, "replay", "--compare", filepath.Join(dir, "60x"), filepath.Join(dir, "120x"), "--out", filepath.Join(dir, "compare")); !strings.Contains(out, "13 jobs started in both") {
+	if out := mustCLI(t, "replay", "--compare", filepath.Join(dir, "60x"), filepath.Join(dir, "120x"), "--out", filepath.Join(dir, "compare")); !strings.Contains(out, "13 jobs started in both") {
 		t.Errorf("compare of %s and %s printed %q", r.Run, r2.Run, out)
 	}
 

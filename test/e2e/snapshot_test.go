@@ -1,10 +1,8 @@
 package e2e
 
 import (
-	"bytes"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -66,16 +64,6 @@ func TestSnapshotRoundTrip(t *testing.T) {
 		t.Cleanup(func() { _ = c.Stop() })
 		return &env{e2eutil.NewEnv(t, c.Kubeconfig)}
 	}
-	cli := func(e *env, args ...string) string {
-		t.Helper()
-		cmd := exec.CommandContext(t.Context(), draforgeBinary(t), append([]string{"--kubeconfig", e.Kubeconfig}, args...)...)
-		var out, errb bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &errb
-		if err := cmd.Run(); err != nil {
-			t.Fatalf("draforge %s: %v\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), err, out.String(), errb.String())
-		}
-		return out.String()
-	}
 	// verdicts applies each scenario's claims in order and checks its outcome lines.
 	verdicts := func(e *env) {
 		for i, f := range files {
@@ -88,7 +76,7 @@ func TestSnapshotRoundTrip(t *testing.T) {
 				e.Apply(t, "", c)
 				t.Cleanup(func() {
 					if t.Failed() {
-						t.Logf("explain %s/%s:\n%s", c.GetNamespace(), c.GetName(), cliOut(t, e, "explain", "-n", c.GetNamespace(), c.GetName()))
+						t.Logf("explain %s/%s:\n%s", c.GetNamespace(), c.GetName(), runCLIAt(t, e.Kubeconfig, "explain", "-n", c.GetNamespace(), c.GetName()).stdout)
 					}
 				})
 				want := outcomeFor(outcomes, c.GetName())
@@ -127,14 +115,14 @@ func TestSnapshotRoundTrip(t *testing.T) {
 		}
 	}
 	first := filepath.Join(dir, "first.yaml")
-	cli(a, "snapshot", "-o", first)
+	mustCLIAt(t, a.Kubeconfig, "snapshot", "-o", first)
 	verdicts(a)
 
 	// B: nothing but the snapshot (and the CRDs the controller serves).
 	b := start("b")
 	b.InstallCRDs(t)
 	e2eutil.StartController(t, b.Kubeconfig)
-	cli(b, "scenario", "apply", "-f", first)
+	mustCLIAt(t, b.Kubeconfig, "scenario", "apply", "-f", first)
 	s1 := documents(t, first)
 	slices, err := a.Kube.ResourceV1().ResourceSlices().List(t.Context(), metav1.ListOptions{})
 	if err != nil {
@@ -148,7 +136,7 @@ func TestSnapshotRoundTrip(t *testing.T) {
 		return len(l.Items) == len(slices.Items), fmt.Sprintf("%d slices in the copy, %d in the original", len(l.Items), len(slices.Items))
 	})
 	second := filepath.Join(dir, "second.yaml")
-	cli(b, "snapshot", "-o", second)
+	mustCLIAt(t, b.Kubeconfig, "snapshot", "-o", second)
 	if s2 := documents(t, second); s1 != s2 {
 		t.Fatalf("the snapshot of the copy differs from the snapshot it was made from:\n%s", lineDiff(s1, s2))
 	}
@@ -199,16 +187,6 @@ func lineDiff(a, b string) string {
 		}
 	}
 	return "(equal)"
-}
-
-// cliOut runs draforge against e's cluster and returns what it printed, failing or not.
-func cliOut(t *testing.T, e *env, args ...string) string {
-	cmd := exec.Command(draforgeBinary(t), append([]string{"--kubeconfig", e.Kubeconfig}, args...)...)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return string(out) + "\n" + err.Error()
-	}
-	return string(out)
 }
 
 // verdictPod is a pod using claim name, for kube-scheduler to decide.
