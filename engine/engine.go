@@ -124,12 +124,13 @@ func (e *Engine) State(ctx context.Context, machineName, key string) (string, er
 	if err != nil || !exists {
 		return "", fmt.Errorf("%s %s: %w", machineName, key, ErrObjectNotFound)
 	}
-	return Derive(r.m, r.input(ctx, obj))
+	return Derive(r.m, r.input(ctx, obj, nil))
 }
 
-// input is what Decide needs for obj (a private copy or a cached object it must not change).
-func (r *runner) input(ctx context.Context, obj *unstructured.Unstructured) Input {
-	return Input{Object: obj, Facts: r.newFacts(withPass(ctx), obj), Now: r.e.o.Now(),
+// input is what Decide needs for obj (a private copy or a cached object it must not change);
+// cached, if not nil, is obj as the informer caches it (see PassCached).
+func (r *runner) input(ctx context.Context, obj *unstructured.Unstructured, cached any) Input {
+	return Input{Object: obj, Facts: r.newFacts(withPass(ctx, cached), obj), Now: r.e.o.Now(),
 		TerminalMarked: r.terminalMarked(obj), Retries: r.queue.NumRequeues(cacheKey(obj))}
 }
 
@@ -535,7 +536,7 @@ func (r *runner) enterTerminal(ctx context.Context, key string, st Step, obj *un
 // the transition through looplab/fsm (its callbacks run the actions), set the conditions and
 // write status when it changed. It returns the step and the object it worked on.
 func (r *runner) sync(ctx context.Context, key string) (Step, *unstructured.Unstructured) {
-	u, exists, err := r.own.get(key)
+	cached, u, exists, err := r.own.load(key)
 	if err != nil {
 		return ErrorStep(r.m, Step{}, err, r.queue.NumRequeues(key)), nil
 	}
@@ -556,7 +557,7 @@ func (r *runner) sync(ctx context.Context, key string) (Step, *unstructured.Unst
 	// Deciding only reads the cached object; step gives the actions and conditions a private
 	// copy. Most passes fire nothing (an echo of our own write, a claim already allocated)
 	// and so neither copy the object nor compare its status.
-	in := r.input(ctx, u)
+	in := r.input(ctx, u, cached)
 	st := r.step(ctx, &in)
 	obj := in.Object
 	if obj == u && st.Transition == nil {

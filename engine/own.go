@@ -127,11 +127,18 @@ func ownObjects(inf *Informers, m *machine.Machine) (*own, error) {
 // get returns the machine's object with key, unstructured; exists is false for an object
 // in the shared cache that the machine does not select.
 func (o *own) get(key string) (u *unstructured.Unstructured, exists bool, err error) {
-	obj, exists, err := o.inf.GetStore().GetByKey(key)
+	_, u, exists, err = o.load(key)
+	return u, exists, err
+}
+
+// load is get that also returns the object as the cache holds it.
+func (o *own) load(key string) (cached any, u *unstructured.Unstructured, exists bool, err error) {
+	cached, exists, err = o.inf.GetStore().GetByKey(key)
 	if err != nil || !exists {
-		return nil, false, err
+		return nil, nil, false, err
 	}
-	return o.unstructured(obj)
+	u, exists, err = o.unstructured(cached)
+	return cached, u, exists, err
 }
 
 // unstructured returns obj, an object of o's informer, as the machine sees it.

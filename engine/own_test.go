@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"strings"
 	"testing"
 
@@ -98,6 +99,18 @@ func TestOwnObjectsFromTheSharedTypedCache(t *testing.T) {
 	}
 	if _, ok, _ := o.get("ns/pending"); ok {
 		t.Error("an unselected pod is the machine's")
+	}
+	// A pass hands drivers the cache's own typed pod (PassCached), not a conversion.
+	raw, _, _, _ := o.load("ns/bound")
+	ctx := withPass(context.Background(), raw)
+	if p, ok := PassCached[corev1.Pod](ctx); !ok || p != cached["bound"] {
+		t.Errorf("PassCached = %p, %v; want the cached pod %p", p, ok, cached["bound"])
+	}
+	if _, ok := PassCached[shortPod](ctx); ok {
+		t.Error("PassCached of another type holds")
+	}
+	if _, ok := PassCached[corev1.Pod](context.Background()); ok {
+		t.Error("PassCached outside a pass holds")
 	}
 
 	var got []string

@@ -13,6 +13,9 @@ type passKey struct{}
 type pass struct {
 	mu     sync.Mutex
 	values map[any]passResult
+	// cached is the pass's object as the informer caches it (a typed object for a resource
+	// cached typed), which PassCached hands out instead of converting it back.
+	cached any
 }
 
 type passResult struct {
@@ -20,8 +23,21 @@ type passResult struct {
 	err   error
 }
 
-func withPass(ctx context.Context) context.Context {
-	return context.WithValue(ctx, passKey{}, &pass{values: map[any]passResult{}})
+func withPass(ctx context.Context, cached any) context.Context {
+	return context.WithValue(ctx, passKey{}, &pass{values: map[any]passResult{}, cached: cached})
+}
+
+// PassCached returns the pass's object as the informer caches it when that is a *T (the pod
+// machine's pods are cached typed): no conversion at all, where PassTyped would convert the
+// unstructured form the machine reads back to T. The value is the cache's: callers must not
+// change it. ok is false outside a pass or when the cache holds another type.
+func PassCached[T any](ctx context.Context) (*T, bool) {
+	p, ok := ctx.Value(passKey{}).(*pass)
+	if !ok {
+		return nil, false
+	}
+	t, ok := unwrap(p.cached).(*T)
+	return t, ok && t != nil
 }
 
 // PassValue returns what compute returned the first time it was called for key during the

@@ -176,9 +176,14 @@ func (d *Driver) slicePods(obj metav1.Object) []cache.ObjectName {
 	return out
 }
 
-// typedPod returns the pass's pod as the API type with only the fields this driver reads
-// (see podFields), converted once per pass; callers must not change it.
+// typedPod returns the pass's pod as the API type: the shared cache's own pod when the pass
+// has it (the controller caches the pod machine's pods typed, see clusterview.MachinePod),
+// else only the fields this driver reads (see podFields), converted once per pass. Callers
+// must not change it.
 func typedPod(ctx context.Context, obj *unstructured.Unstructured) (*corev1.Pod, error) {
+	if p, ok := engine.PassCached[corev1.Pod](ctx); ok {
+		return p, nil
+	}
 	return engine.PassValue(ctx, passPodKey{}, func() (*corev1.Pod, error) { return podFields(obj) })
 }
 
