@@ -110,7 +110,7 @@ func Owned(claim *resourcev1.ResourceClaim, driver string) []resourcev1.Allocate
 // re-created under the same name is never written (kube-apiserver answers 422 Invalid,
 // metadata.uid immutable).
 func Apply(ctx context.Context, client resourceclient.ResourceV1Interface, claim *resourcev1.ResourceClaim, driver string, entries []resourcev1.AllocatedDeviceStatus) error {
-	if equalEntries(Owned(claim, driver), entries) {
+	if Unchanged(claim, driver, entries) {
 		return nil
 	}
 	return ApplyByName(ctx, client, claim.Namespace, claim.Name, claim.UID, driver, entries)
@@ -147,7 +147,7 @@ func ApplyByName(ctx context.Context, client resourceclient.ResourceV1Interface,
 // (or deleted and re-created) since it was read is a Conflict, never overwritten. It writes
 // nothing when the claim already shows exactly these entries.
 func Update(ctx context.Context, client resourceclient.ResourceV1Interface, claim *resourcev1.ResourceClaim, driver string, entries []resourcev1.AllocatedDeviceStatus) error {
-	if equalEntries(Owned(claim, driver), entries) {
+	if Unchanged(claim, driver, entries) {
 		return nil
 	}
 	c := claim.DeepCopy()
@@ -156,6 +156,11 @@ func Update(ctx context.Context, client resourceclient.ResourceV1Interface, clai
 		return fmt.Errorf("status.devices of ResourceClaim %s/%s: %w", c.Namespace, c.Name, err)
 	}
 	return nil
+}
+
+// Unchanged reports whether the claim already shows exactly entries as driver's status.devices.
+func Unchanged(claim *resourcev1.ResourceClaim, driver string, entries []resourcev1.AllocatedDeviceStatus) bool {
+	return equalEntries(Owned(claim, driver), entries)
 }
 
 // Replaced returns devices with driver's entries replaced by entries: they take the place of the

@@ -325,7 +325,7 @@ func (d *Driver) claims(pod *corev1.Pod) ([]podClaim, string) {
 		}
 		pc := podClaim{podName: rc.Name, claimName: name}
 		if o, ok, _ := d.inf.For(gvr.ResourceClaims).GetStore().GetByKey(pod.Namespace + "/" + name); ok {
-			pc.claim, _ = engine.Typed[resourcev1.ResourceClaim](o)
+			pc.claim = claimStatus(o)
 		}
 		out = append(out, pc)
 	}
@@ -334,11 +334,30 @@ func (d *Driver) claims(pod *corev1.Pod) ([]podClaim, string) {
 	if st := pod.Status.ExtendedResourceClaimStatus; st != nil && st.ResourceClaimName != "" {
 		pc := podClaim{podName: "", claimName: st.ResourceClaimName}
 		if o, ok, _ := d.inf.For(gvr.ResourceClaims).GetStore().GetByKey(pod.Namespace + "/" + st.ResourceClaimName); ok {
-			pc.claim, _ = engine.Typed[resourcev1.ResourceClaim](o)
+			pc.claim = claimStatus(o)
 		}
 		out = append(out, pc)
 	}
 	return out, ""
+}
+
+// claimStatus converts what the driver reads of a cached claim: its identity and its status
+// (allocation, reservedFor, devices). The spec and the rest of the metadata are left out: the
+// claim is converted on every pass of each of its pods. nil when o is not a claim.
+func claimStatus(o any) *resourcev1.ResourceClaim {
+	u, ok := o.(*unstructured.Unstructured)
+	if !ok {
+		c, _ := engine.Typed[resourcev1.ResourceClaim](o)
+		return c
+	}
+	c := &resourcev1.ResourceClaim{}
+	if st, ok := u.Object["status"].(map[string]any); ok {
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(st, &c.Status); err != nil {
+			return nil
+		}
+	}
+	c.Name, c.Namespace, c.UID, c.ResourceVersion = u.GetName(), u.GetNamespace(), u.GetUID(), u.GetResourceVersion()
+	return c
 }
 
 // claimsReserved holds when every claim of the pod exists, is allocated and lists the pod in
@@ -385,7 +404,7 @@ func (d *Driver) prepare(ctx context.Context, obj *unstructured.Unstructured) er
 		}
 		for _, driver := range drivers(c.claim) {
 			entries := devicestatus.Entries(c.claim, driver, d.reports(driver), network, now)
-			if err := devicestatus.Update(ctx, d.kube.ResourceV1(), c.claim, driver, entries); isGone(err) {
+			if err := d.updateDevices(ctx, c, driver, entries); isGone(err) {
 				// Deleted or replaced since the cache saw it: wait for the new one.
 				return engine.Pending("ClaimGone", err.Error(), time.Second)
 			} else if apierrors.IsConflict(err) {
@@ -396,6 +415,22 @@ func (d *Driver) prepare(ctx context.Context, obj *unstructured.Unstructured) er
 		}
 	}
 	return nil
+}
+
+// updateDevices makes driver's status.devices entries of the pod's claim equal to entries
+// (devicestatus.Update). The pass holds the claim's identity and status only (claimStatus);
+// the update sends the whole claim, so it is converted from the cache in full, and only when
+// there is something to write.
+func (d *Driver) updateDevices(ctx context.Context, c podClaim, driver string, entries []resourcev1.AllocatedDeviceStatus) error {
+	if devicestatus.Unchanged(c.claim, driver, entries) {
+		return nil
+	}
+	o, ok, _ := d.inf.For(gvr.ResourceClaims).GetStore().GetByKey(c.claim.Namespace + "/" + c.claim.Name)
+	full, typed := engine.Typed[resourcev1.ResourceClaim](o)
+	if !ok || !typed || full.UID != c.claim.UID {
+		return apierrors.NewNotFound(gvr.ResourceClaims.GroupResource(), c.claim.Name)
+	}
+	return devicestatus.Update(ctx, d.kube.ResourceV1(), full, driver, entries)
 }
 
 // unprepare removes what prepare wrote (NodeUnprepareResources). A claim already gone or
@@ -416,7 +451,7 @@ func (d *Driver) unprepare(ctx context.Context, obj *unstructured.Unstructured) 
 				continue
 			}
 			seen[s.Driver] = true
-			err := devicestatus.Update(ctx, d.kube.ResourceV1(), c.claim, s.Driver, nil)
+			err := d.updateDevices(ctx, c, s.Driver, nil)
 			if apierrors.IsConflict(err) {
 				return engine.Pending("ClaimChanged", err.Error(), time.Second)
 			}

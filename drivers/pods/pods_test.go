@@ -16,6 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
@@ -362,5 +364,82 @@ func TestPodFields(t *testing.T) {
 	// A pod without spec or status (a minimal cache entry) converts to its identity.
 	if p, err := podFields(&unstructured.Unstructured{Object: map[string]any{"kind": "Pod", "metadata": map[string]any{"name": "q"}}}); err != nil || p.Name != "q" {
 		t.Errorf("bare pod: %+v, %v", p, err)
+	}
+}
+
+// TestClaimStatus: a cached claim is converted to its identity and status (what the pass
+// reads), without its spec; a typed claim is used as it is.
+func TestClaimStatus(t *testing.T) {
+	full := &resourcev1.ResourceClaim{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "resource.k8s.io/v1", Kind: "ResourceClaim"},
+		ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: "ns", UID: "u1", ResourceVersion: "7", Labels: map[string]string{"a": "b"}},
+		Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{{Name: "r",
+			Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: "gpu"}}}}},
+		Status: resourcev1.ResourceClaimStatus{
+			Allocation: &resourcev1.AllocationResult{Devices: resourcev1.DeviceAllocationResult{Results: []resourcev1.DeviceRequestAllocationResult{
+				{Request: "r", Driver: "d", Pool: "p", Device: "gpu-0"}}}},
+			ReservedFor: []resourcev1.ResourceClaimConsumerReference{{Resource: "pods", Name: "p", UID: "pu"}},
+			Devices:     []resourcev1.AllocatedDeviceStatus{{Driver: "d", Pool: "p", Device: "gpu-0"}},
+		},
+	}
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(full)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := claimStatus(&unstructured.Unstructured{Object: m})
+	want := &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: "ns", UID: "u1", ResourceVersion: "7"}, Status: full.Status}
+	if !equality.Semantic.DeepEqual(got, want) {
+		t.Errorf("claimStatus:\n%+v\nwant\n%+v", got, want)
+	}
+	if got := claimStatus(full); got != full {
+		t.Errorf("a typed claim: %p, want the same %p", got, full)
+	}
+	if got := claimStatus("not a claim"); got != nil {
+		t.Errorf("not a claim: %+v", got)
+	}
+}
+
+// TestUpdateDevicesSendsTheWholeClaim: the pass holds a claim's status only, but the status
+// update sends the claim as cached, spec and metadata included; nothing is sent when the
+// entries are already there, and a claim no longer cached (or re-created) is NotFound.
+func TestUpdateDevicesSendsTheWholeClaim(t *testing.T) {
+	d, _ := fixture(t)
+	full := &resourcev1.ResourceClaim{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "resource.k8s.io/v1", Kind: "ResourceClaim"},
+		ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: "ns", UID: "u1", ResourceVersion: "7", Labels: map[string]string{"a": "b"}},
+		Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{{Name: "r",
+			Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: "gpu"}}}}},
+		Status: resourcev1.ResourceClaimStatus{Allocation: &resourcev1.AllocationResult{Devices: resourcev1.DeviceAllocationResult{
+			Results: []resourcev1.DeviceRequestAllocationResult{{Request: "r", Driver: driver, Pool: "p", Device: "gpu-0"}}}}},
+	}
+	kube := kubefake.NewClientset(full.DeepCopy())
+	d.kube = kube
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(full)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cached := &unstructured.Unstructured{Object: m}
+	if err := d.inf.For(gvr.ResourceClaims).GetStore().Add(cached); err != nil {
+		t.Fatal(err)
+	}
+	c := podClaim{podName: "gpu", claimName: "c", claim: claimStatus(cached)}
+	if err := d.updateDevices(t.Context(), c, driver, nil); err != nil || len(kube.Actions()) != 0 {
+		t.Fatalf("nothing to write: %v, %d requests", err, len(kube.Actions()))
+	}
+	entries := []resourcev1.AllocatedDeviceStatus{{Driver: driver, Pool: "p", Device: "gpu-0"}}
+	if err := d.updateDevices(t.Context(), c, driver, entries); err != nil {
+		t.Fatal(err)
+	}
+	acts := kube.Actions()
+	if len(acts) != 1 || acts[0].GetSubresource() != "status" {
+		t.Fatalf("requests %v, want one status update", acts)
+	}
+	sent := acts[0].(k8stesting.UpdateAction).GetObject().(*resourcev1.ResourceClaim)
+	if !equality.Semantic.DeepEqual(sent.Spec, full.Spec) || sent.Labels["a"] != "b" || len(sent.Status.Devices) != 1 {
+		t.Errorf("sent %+v, want the whole claim with the entry", sent)
+	}
+	c.claim.UID = "other"
+	if err := d.updateDevices(t.Context(), c, driver, entries); !isGone(err) {
+		t.Errorf("a re-created claim: %v, want NotFound", err)
 	}
 }
