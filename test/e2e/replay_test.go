@@ -32,10 +32,16 @@ func replayCluster(t *testing.T) {
 	e.WaitPoolReady(t, "draforge-replay", "replay-gpus")
 }
 
-// replayed replays trace at speed into dir and reads its record.
+// replayed replays trace at speed into dir on the shared cluster and reads its record.
 func replayed(t *testing.T, trace, speed, dir string) *replay.Record {
 	t.Helper()
-	r := mustCLIAt(t, kubeconfigPath, "replay", trace, "--speed", speed, "--out", dir, "--group-by", "draforge.test/rack")
+	return replayedAt(t, kubeconfigPath, trace, speed, dir, "--group-by", "draforge.test/rack")
+}
+
+// replayedAt replays trace at speed into dir on the cluster of kubeconfig and reads its record.
+func replayedAt(t *testing.T, kubeconfig, trace, speed, dir string, args ...string) *replay.Record {
+	t.Helper()
+	r := mustCLIAt(t, kubeconfig, append([]string{"replay", trace, "--speed", speed, "--out", dir}, args...)...)
 	t.Logf("replay of %s at %sx:\n%s%s", trace, speed, r.stderr, r.stdout)
 	rec, err := replay.ReadRecord(filepath.Join(dir, "record.json"))
 	if err != nil {

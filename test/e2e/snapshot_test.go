@@ -8,9 +8,12 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/draforge/draforge/drivers/replay"
+	"github.com/draforge/draforge/drivers/trace"
 	"github.com/draforge/draforge/test/cluster"
 	"github.com/draforge/draforge/test/e2e/e2eutil"
 )
@@ -114,9 +117,17 @@ func TestSnapshotRoundTrip(t *testing.T) {
 			}
 		}
 	}
+	// A workload that stays pending (its class matches no device), queued and with a run-for:
+	// the trace of the workloads in flight must carry it as it is.
+	for _, u := range decodeDocs(t, []byte(inFlightJob)) {
+		a.Apply(t, "", u)
+	}
 	first := filepath.Join(dir, "first.yaml")
 	mustCLIAt(t, a.Kubeconfig, "snapshot", "-o", first)
 	verdicts(a)
+	inFlight := filepath.Join(dir, "in-flight.yaml")
+	mustCLIAt(t, a.Kubeconfig, "snapshot", "-o", filepath.Join(dir, "after.yaml"), "--trace", inFlight, "--trace-duration", "2m")
+	tr := inFlightTrace(t, a, inFlight)
 
 	// B: nothing but the snapshot (and the CRDs the controller serves).
 	b := start("b")
@@ -143,6 +154,15 @@ func TestSnapshotRoundTrip(t *testing.T) {
 	if !strings.Contains(s1, "kind: ResourceSlice") || !strings.Contains(s1, "sharedCounters") || !strings.Contains(s1, "kind: SimulatedNodes") {
 		t.Fatalf("the snapshot lacks slices, counters or nodes:\n%s", s1)
 	}
+	// The workloads in flight on A, replayed on the copy of A at 60x: the verdict pods run
+	// there as jobs of their own; the pending job stays pending.
+	rec := replayedAt(t, b.Kubeconfig, inFlight, "60", filepath.Join(dir, "replay"))
+	sum := replay.Summarize(rec)
+	if sum.Started == 0 || sum.Finished != sum.Started || len(sum.NeverStarted) != 1 ||
+		sum.NeverStarted[0].Job != "draforge-inflight/inflight" || len(tr.Jobs) != sum.Started+1 {
+		t.Errorf("replay of the %d workloads in flight: %+v", len(tr.Jobs), sum)
+	}
+
 	// The scenarios' namespaces, for their claims; no pool.
 	for _, f := range files {
 		for _, u := range f.docs {
@@ -200,4 +220,95 @@ func verdictPod(ns, claim string) *unstructured.Unstructured {
 				"resources": map[string]any{"claims": []any{map[string]any{"name": "devices"}}}}},
 		},
 	}}
+}
+
+// inFlightJob is a queued Job of 2 pods × 3 devices of a class no device matches: it stays
+// pending, as a workload in flight.
+const inFlightJob = `
+apiVersion: v1
+kind: Namespace
+metadata: {name: draforge-inflight}
+---
+apiVersion: resource.k8s.io/v1
+kind: DeviceClass
+metadata: {name: draforge-inflight-none}
+spec:
+  selectors:
+    - cel: {expression: 'device.driver == "none.draforge.oaslananka"'}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: three, namespace: draforge-inflight}
+spec:
+  spec:
+    devices:
+      requests:
+        - name: d
+          exactly: {deviceClassName: draforge-inflight-none, count: 3}
+---
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: inflight
+  namespace: draforge-inflight
+  labels: {kueue.x-k8s.io/queue-name: team-a}
+spec:
+  parallelism: 2
+  completions: 2
+  template:
+    metadata:
+      annotations: {draforge.oaslananka/run-for: 10m}
+    spec:
+      restartPolicy: Never
+      resourceClaims: [{name: d, resourceClaimTemplateName: three}]
+      containers:
+        - name: c
+          image: registry.k8s.io/pause:3.10
+          resources: {claims: [{name: d}]}
+`
+
+// inFlightTrace reads the trace of the workloads in flight on e: a valid trace that holds the
+// pending Job as it is and each running verdict pod (a pod of its own with a claim) as a job of
+// one pod, running for the --trace-duration.
+func inFlightTrace(t *testing.T, e *env, path string) *trace.Trace {
+	t.Helper()
+	src, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := trace.Decode(path, src)
+	if err != nil {
+		t.Fatalf("the trace of the workloads in flight: %v\n%s", err, src)
+	}
+	pods, err := e.Kube.CoreV1().Pods(metav1.NamespaceAll).List(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	running := map[string]bool{}
+	for _, p := range pods.Items {
+		if strings.HasPrefix(p.Name, "verdict-") && p.Status.Phase == corev1.PodRunning {
+			running[p.Namespace+"/"+p.Name] = true
+		}
+	}
+	var inflight *trace.Job
+	verdictJobs := 0
+	for i, j := range tr.Jobs {
+		switch {
+		case j.Key() == "draforge-inflight/inflight":
+			inflight = &tr.Jobs[i]
+		case running[j.Key()]:
+			verdictJobs++
+			if j.Pods != 1 || j.Duration != 2*time.Minute || j.Arrival >= tr.Jobs[len(tr.Jobs)-1].Arrival {
+				t.Errorf("verdict job %+v: want 1 pod for 2m, before the pending job", j)
+			}
+		}
+	}
+	if inflight == nil || inflight.Pods != 2 || inflight.Devices != 3 || inflight.DeviceClass != "draforge-inflight-none" ||
+		inflight.Queue != "team-a" || inflight.Duration != 10*time.Minute {
+		t.Errorf("the pending Job in the trace: %+v\n%s", inflight, src)
+	}
+	if verdictJobs == 0 {
+		t.Errorf("no running verdict pod is in the trace (running: %v)\n%s", running, src)
+	}
+	return tr
 }
