@@ -63,4 +63,47 @@ type Sample struct {
 	// Pending are the replay's pods not bound to a node; Running those bound and not ended.
 	Pending int `json:"pending"`
 	Running int `json:"running"`
+	// Free are the nodes' devices no claim of the replay holds; LargestFree the most of them
+	// on one node.
+	Free        int `json:"free"`
+	LargestFree int `json:"largestFree"`
+	// Fragmented is Free when devices were split across nodes: a pending pod that one node
+	// could hold (it asks for no more than a node has) found too few free on every node,
+	// though Free would cover it. Blocked is that pod's job (the smallest such pod's), Reason
+	// kube-scheduler's word on the pod (its PodScheduled=False message, as draforge explain
+	// shows it).
+	Fragmented int    `json:"fragmented,omitempty"`
+	Blocked    string `json:"blocked,omitempty"`
+	Reason     string `json:"reason,omitempty"`
+}
+
+// pendingPod is a pod of the replay not bound yet: its job, the devices it asks for and
+// kube-scheduler's word on it.
+type pendingPod struct {
+	job     string
+	devices int
+	reason  string
+}
+
+// fragmentation fills s's Free, LargestFree and, when the free devices are split so that a
+// pending pod one node could hold fits on none, Fragmented, Blocked and Reason. nodeDevices
+// are the devices published per node, held the replay's per node.
+func (s *Sample) fragmentation(nodeDevices, held map[string]int, pending []pendingPod) {
+	biggest := 0
+	for n, d := range nodeDevices {
+		free := max(d-held[n], 0)
+		s.Free += free
+		s.LargestFree = max(s.LargestFree, free)
+		biggest = max(biggest, d)
+	}
+	var blocked *pendingPod
+	for i, p := range pending {
+		if p.devices > s.LargestFree && p.devices <= s.Free && p.devices <= biggest &&
+			(blocked == nil || p.devices < blocked.devices || p.devices == blocked.devices && p.job < blocked.job) {
+			blocked = &pending[i]
+		}
+	}
+	if blocked != nil {
+		s.Fragmented, s.Blocked, s.Reason = s.Free, blocked.job, blocked.reason
+	}
 }

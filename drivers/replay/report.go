@@ -94,7 +94,7 @@ func WriteJobsCSV(w io.Writer, r *Record) error {
 func WriteSamplesCSV(w io.Writer, r *Record) error {
 	c := csv.NewWriter(w)
 	groups, classes := r.Groups(), r.Classes()
-	head := []string{"t_s", "pending", "running"}
+	head := []string{"t_s", "pending", "running", "free", "largest_free_on_a_node", "fragmented", "blocked_job"}
 	for _, g := range groups {
 		head = append(head, "allocated_group_"+g)
 	}
@@ -103,7 +103,8 @@ func WriteSamplesCSV(w io.Writer, r *Record) error {
 	}
 	_ = c.Write(head)
 	for _, s := range r.Samples {
-		row := []string{secs(&s.T), strconv.Itoa(s.Pending), strconv.Itoa(s.Running)}
+		row := []string{secs(&s.T), strconv.Itoa(s.Pending), strconv.Itoa(s.Running), strconv.Itoa(s.Free),
+			strconv.Itoa(s.LargestFree), strconv.Itoa(s.Fragmented), s.Blocked}
 		for _, g := range groups {
 			row = append(row, strconv.Itoa(s.AllocatedByGroup[g]))
 		}
@@ -283,6 +284,11 @@ wait difference per job: max <b>{{dur .MaxWaitDiff}}</b>{{if .Worst}} ({{.Worst}
 <h3>Node groups</h3>
 <table><tr><th>group</th><th>devices</th><th>mean utilization</th><th>free devices while pods pend (fragmentation)</th></tr>
 {{range .Groups}}<tr><td>{{.Name}}</td><td>{{.Devices}}</td><td>{{.Utilization}}</td><td>{{.Idle}}</td></tr>{{end}}</table>
+<h3>Fragmentation</h3>
+{{with .S.Fragmentation}}{{if .Worst}}<p class="fragmentation">In {{.Samples}} of {{.PendingSamples}} samples with pods pending, free devices were split across nodes:
+a pending pod that one node could hold found too few free on every node (mean {{printf "%.1f" .MeanFree}} devices free then).
+Worst at {{dur .Worst.T}}: {{.Worst.Free}} devices free, at most {{.Worst.LargestFree}} on one node, while <b>{{.Worst.Blocked}}</b> waited;
+kube-scheduler: <i>{{.Worst.Reason}}</i></p>{{else}}<p>None: no pending pod ever found the free devices split across nodes ({{.PendingSamples}} samples with pods pending).</p>{{end}}{{end}}
 <h3>Wait by queue</h3>
 <table><tr><th>queue</th><th>jobs</th><th>p50</th><th>p90</th><th>p99</th></tr>
 {{range .Queues}}<tr><td>{{.Name}}</td><td>{{.N}}</td><td>{{.P50}}</td><td>{{.P90}}</td><td>{{.P99}}</td></tr>{{end}}</table>

@@ -52,7 +52,7 @@ func Run(ctx context.Context, kube kubernetes.Interface, t *trace.Trace, o Optio
 		o.Log = func(string, ...any) {}
 	}
 	run := fmt.Sprintf("%s-%d", t.Name, time.Now().Unix())
-	groups, devices, err := deviceGroups(ctx, kube, o.GroupBy)
+	groups, devices, nodeDevices, err := deviceGroups(ctx, kube, o.GroupBy)
 	if err != nil {
 		return nil, err
 	}
@@ -63,8 +63,10 @@ func Run(ctx context.Context, kube kubernetes.Interface, t *trace.Trace, o Optio
 		}
 	}
 	durations := map[string]time.Duration{} // namespace/job → its pods' compressed run time
+	perPod := map[string]int{}              // namespace/job → the devices each of its pods asks for
 	for _, j := range t.Jobs {
 		durations[j.Key()] = trace.Compress(j.Duration, o.Speed)
+		perPod[j.Key()] = j.Devices
 	}
 	w := newWatcher(kube, run, durations)
 	if err := w.start(ctx); err != nil {
@@ -107,7 +109,7 @@ func Run(ctx context.Context, kube kubernetes.Interface, t *trace.Trace, o Optio
 			next++
 		}
 		done := w.update(rec, sim, o.Log)
-		sample := w.sample(sim(now), groups)
+		sample := w.sample(sim(now), groups, nodeDevices, perPod)
 		rec.Samples = append(rec.Samples, sample)
 		if next == len(t.Jobs) {
 			if done {
@@ -175,11 +177,11 @@ func stuck(rec *Record, s Sample) int {
 func fmtSim(d time.Duration) string { return "t+" + d.Round(time.Second).String() }
 
 // deviceGroups maps each node to its group (the value of label key, "all" without a key) and
-// counts the devices published per group.
-func deviceGroups(ctx context.Context, kube kubernetes.Interface, key string) (map[string]string, map[string]int, error) {
+// counts the devices published per group and per node.
+func deviceGroups(ctx context.Context, kube kubernetes.Interface, key string) (map[string]string, map[string]int, map[string]int, error) {
 	nodes, err := kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return nil, nil, fmt.Errorf("list nodes: %w", err)
+		return nil, nil, nil, fmt.Errorf("list nodes: %w", err)
 	}
 	groups := map[string]string{}
 	for _, n := range nodes.Items {
@@ -187,9 +189,9 @@ func deviceGroups(ctx context.Context, kube kubernetes.Interface, key string) (m
 	}
 	sl, err := kube.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return nil, nil, fmt.Errorf("list ResourceSlices: %w", err)
+		return nil, nil, nil, fmt.Errorf("list ResourceSlices: %w", err)
 	}
-	devices := map[string]int{}
+	devices, perNode := map[string]int{}, map[string]int{}
 	for _, s := range sl.Items {
 		for _, d := range s.Spec.Devices {
 			node := s.Spec.NodeName
@@ -199,11 +201,12 @@ func deviceGroups(ctx context.Context, kube kubernetes.Interface, key string) (m
 			g := "other"
 			if node != nil {
 				g = groups[*node]
+				perNode[*node]++
 			}
 			devices[g]++
 		}
 	}
-	return groups, devices, nil
+	return groups, devices, perNode, nil
 }
 
 func groupOf(labels map[string]string, key string) string {
@@ -434,18 +437,24 @@ func unschedulable(pods []*corev1.Pod) string {
 	return ""
 }
 
-// sample counts the replay's pods and the devices its claims hold.
-func (w *watcher) sample(t time.Duration, groups map[string]string) Sample {
+// sample counts the replay's pods and the devices its claims hold, and the free devices
+// split across nodes while pods pend (Sample.fragmentation). perPod are the devices each pod
+// of a job asks for.
+func (w *watcher) sample(t time.Duration, groups map[string]string, nodeDevices, perPod map[string]int) Sample {
 	s := Sample{T: t, AllocatedByGroup: map[string]int{}, AllocatedByClass: map[string]int{}}
+	var pending []pendingPod
 	for _, o := range w.pods.GetStore().List() {
 		p := o.(*corev1.Pod)
 		switch {
 		case p.Spec.NodeName == "":
 			s.Pending++
+			job := p.Namespace + "/" + p.Labels[trace.LabelJob]
+			pending = append(pending, pendingPod{job: job, devices: perPod[job], reason: unschedulable([]*corev1.Pod{p})})
 		case p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed:
 			s.Running++
 		}
 	}
+	held := map[string]int{}
 	for _, o := range w.claims.GetStore().List() {
 		c := o.(*resourcev1.ResourceClaim)
 		a := c.Status.Allocation
@@ -458,18 +467,23 @@ func (w *watcher) sample(t time.Duration, groups map[string]string) Sample {
 				class[r.Name] = r.Exactly.DeviceClassName
 			}
 		}
-		g := "other"
+		g, node := "other", ""
 		if ns := a.NodeSelector; ns != nil && len(ns.NodeSelectorTerms) > 0 {
 			for _, f := range ns.NodeSelectorTerms[0].MatchFields {
 				if f.Key == "metadata.name" && len(f.Values) == 1 {
-					g = groups[f.Values[0]]
+					node = f.Values[0]
+					g = groups[node]
 				}
 			}
 		}
 		for _, r := range a.Devices.Results {
 			s.AllocatedByGroup[g]++
 			s.AllocatedByClass[class[r.Request]]++
+			if node != "" {
+				held[node]++
+			}
 		}
 	}
+	s.fragmentation(nodeDevices, held, pending)
 	return s
 }

@@ -49,6 +49,17 @@ type Summary struct {
 	Utilization      map[string]float64 `json:"utilization"`
 	IdleWhilePending map[string]float64 `json:"idleWhilePending"`
 	PeakPending      int                `json:"peakPending"`
+	Fragmentation    Fragmentation      `json:"fragmentation"`
+}
+
+// Fragmentation is how often, and how badly, free devices were split across nodes while pods
+// pended (Sample.Fragmented): of the samples with pending pods, how many were fragmented, the
+// mean devices free in those, and the worst of them (the most devices free).
+type Fragmentation struct {
+	Samples        int     `json:"samples"`
+	PendingSamples int     `json:"pendingSamples"`
+	MeanFree       float64 `json:"meanFree"`
+	Worst          *Sample `json:"worst,omitempty"`
 }
 
 // NeverStarted is a job that never started and why.
@@ -108,7 +119,7 @@ func Summarize(r *Record) Summary {
 		s.BySize[b] = percentiles(w)
 	}
 	pendingSamples := 0
-	for _, sm := range r.Samples {
+	for i, sm := range r.Samples {
 		s.PeakPending = max(s.PeakPending, sm.Pending)
 		for g, n := range r.Devices {
 			if n > 0 {
@@ -121,6 +132,18 @@ func Summarize(r *Record) Summary {
 		if sm.Pending > 0 {
 			pendingSamples++
 		}
+		if sm.Fragmented > 0 {
+			f := &s.Fragmentation
+			f.Samples++
+			f.MeanFree += float64(sm.Fragmented)
+			if f.Worst == nil || sm.Fragmented > f.Worst.Fragmented {
+				f.Worst = &r.Samples[i]
+			}
+		}
+	}
+	s.Fragmentation.PendingSamples = pendingSamples
+	if s.Fragmentation.Samples > 0 {
+		s.Fragmentation.MeanFree /= float64(s.Fragmentation.Samples)
 	}
 	for g := range r.Devices {
 		if len(r.Samples) > 0 {

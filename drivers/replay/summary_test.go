@@ -107,7 +107,7 @@ func TestReportFiles(t *testing.T) {
 	if err := WriteSamplesCSV(&samples, r); err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Split(samples.String(), "\n")[0]; got != "t_s,pending,running,allocated_group_r1,allocated_group_r2,allocated_class_gpu" {
+	if got := strings.Split(samples.String(), "\n")[0]; got != "t_s,pending,running,free,largest_free_on_a_node,fragmented,blocked_job,allocated_group_r1,allocated_group_r2,allocated_class_gpu" {
 		t.Errorf("samples.csv header %q", got)
 	}
 	dir := t.TempDir()
@@ -117,5 +117,52 @@ func TestReportFiles(t *testing.T) {
 	back, err := ReadRecord(dir + "/record.json")
 	if err != nil || len(back.Jobs) != 4 || *back.Jobs[1].Started != 70*time.Second {
 		t.Errorf("record.json read back %+v %v", back, err)
+	}
+}
+
+// TestFragmentation: free devices are fragmented when a pending pod that one node could hold
+// finds too few free on every node though enough are free in all; a pod no node could ever
+// hold, or one that fits somewhere, is not fragmentation.
+func TestFragmentation(t *testing.T) {
+	nodes := map[string]int{"a": 4, "b": 4, "c": 4}
+	held := map[string]int{"a": 2, "b": 3, "c": 1} // free: 2, 1, 3
+	cases := []struct {
+		name    string
+		pending []pendingPod
+		frag    int
+		blocked string
+	}{
+		{"nothing pending", nil, 0, ""},
+		{"fits on c", []pendingPod{{"ns/small", 3, ""}}, 0, ""},
+		{"4 per pod: 6 free, at most 3 on a node", []pendingPod{{"ns/big", 8, "never"}, {"ns/four", 4, "0/3 nodes are available: 3 cannot allocate all claims."}}, 6, "ns/four"},
+		{"more than is free", []pendingPod{{"ns/seven", 7, ""}}, 0, ""},
+		{"no node holds 5", []pendingPod{{"ns/five", 5, ""}}, 0, ""},
+	}
+	for _, c := range cases {
+		var s Sample
+		s.fragmentation(nodes, held, c.pending)
+		if s.Free != 6 || s.LargestFree != 3 || s.Fragmented != c.frag || s.Blocked != c.blocked {
+			t.Errorf("%s: free %d largest %d fragmented %d blocked %q; want 6, 3, %d, %q", c.name, s.Free, s.LargestFree, s.Fragmented, s.Blocked, c.frag, c.blocked)
+		}
+		if c.blocked == "ns/four" && !strings.Contains(s.Reason, "cannot allocate") {
+			t.Errorf("%s: reason %q, want kube-scheduler's", c.name, s.Reason)
+		}
+	}
+	r := record()
+	r.Samples[0].Free, r.Samples[0].LargestFree, r.Samples[0].Fragmented, r.Samples[0].Blocked, r.Samples[0].Reason = 4, 2, 4, "ns/d", "0/3 nodes are available: 3 cannot allocate all claims."
+	f := Summarize(r).Fragmentation
+	if f.Samples != 1 || f.PendingSamples != 1 || f.MeanFree != 4 || f.Worst == nil || f.Worst.Blocked != "ns/d" {
+		t.Fatalf("fragmentation %+v", f)
+	}
+	var html bytes.Buffer
+	if err := WriteHTML(&html, r); err != nil {
+		t.Fatal(err)
+	}
+	if page := html.String(); !strings.Contains(page, "In 1 of 1 samples with pods pending") || !strings.Contains(page, "<b>ns/d</b> waited") ||
+		!strings.Contains(page, "kube-scheduler: <i>0/3 nodes are available") {
+		t.Errorf("the report's fragmentation:\n%s", page)
+	}
+	if err := WriteHTML(&html, record()); err != nil || !strings.Contains(html.String(), "None: no pending pod ever found") {
+		t.Errorf("a run without fragmentation: %v", err)
 	}
 }
