@@ -54,6 +54,9 @@ type Informers struct {
 	// own are the informers built over them, which no factory starts.
 	listers map[schema.GroupVersionResource]cache.ListerWatcher
 	own     []cache.SharedIndexInformer
+	// scopedListers are the resources ForName and ForNamespace list and watch through a typed
+	// client (see ListTypedScoped).
+	scopedListers map[schema.GroupVersionResource]ScopedLister
 	// selectable are the typed resources whose shared informer serves machines with a
 	// selector, and selections those machines' selections (see Selectable).
 	selectable map[schema.GroupVersionResource]Selectable
@@ -87,6 +90,8 @@ func NewInformers(client dynamic.Interface) *Informers {
 		optional:  optional,
 		apiTypes:  map[schema.GroupVersionResource]func() runtime.Object{},
 		listers:   map[schema.GroupVersionResource]cache.ListerWatcher{},
+
+		scopedListers: map[schema.GroupVersionResource]ScopedLister{},
 
 		selectable: map[schema.GroupVersionResource]Selectable{},
 		selections: map[schema.GroupVersionResource][]func(obj any) bool{},
@@ -165,6 +170,20 @@ func (i *Informers) ListTyped(gvr schema.GroupVersionResource, lw cache.ListerWa
 	i.listers[gvr] = reconnectingLW{lw}
 }
 
+// ScopedLister returns a typed client's lister and watcher of a resource in namespace ("" for
+// all), with tweak applied to its list options.
+type ScopedLister func(namespace string, tweak func(*metav1.ListOptions)) cache.ListerWatcher
+
+// ListTypedScoped is ListTyped for the informers of ForName and ForNamespace over gvr (the node
+// machine's Leases in kube-node-lease): protobuf instead of JSON on both ends of their watches.
+// gvr must be cached typed (CacheTyped) with the lister's type. Call it before those informers
+// are created.
+func (i *Informers) ListTypedScoped(gvr schema.GroupVersionResource, lw ScopedLister) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	i.scopedListers[gvr] = lw
+}
+
 // IsTyped reports whether gvr is cached typed (see CacheTyped).
 func (i *Informers) IsTyped(gvr schema.GroupVersionResource) bool {
 	i.mu.Lock()
@@ -215,11 +234,24 @@ func (i *Informers) scopedFor(gvr schema.GroupVersionResource, namespace, name s
 			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
 		}
 	}
-	f := dynamicinformer.NewFilteredDynamicSharedInformerFactory(i.client, 0, namespace, tweak)
-	inf := f.ForResource(gvr).Informer()
+	var inf cache.SharedIndexInformer
+	if lw, ok := i.scopedListers[gvr]; ok {
+		if tweak == nil {
+			tweak = func(*metav1.ListOptions) {}
+		}
+		var example runtime.Object
+		if newObj := i.apiTypes[gvr]; newObj != nil {
+			example = newObj()
+		}
+		inf = cache.NewSharedIndexInformer(reconnectingLW{lw(namespace, tweak)}, example, 0, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+		i.own = append(i.own, inf)
+	} else {
+		f := dynamicinformer.NewFilteredDynamicSharedInformerFactory(i.client, 0, namespace, tweak)
+		inf = f.ForResource(gvr).Informer()
+		i.factories = append(i.factories, f)
+	}
 	_ = inf.SetTransform(i.transform(gvr))
 	i.scoped[key] = scopedInformer{gvr: gvr, inf: inf}
-	i.factories = append(i.factories, f)
 	return inf
 }
 

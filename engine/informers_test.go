@@ -2,14 +2,17 @@ package engine
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
 )
@@ -92,5 +95,56 @@ func TestListTyped(t *testing.T) {
 	}
 	if objs, _ := inf.GetIndexer().ByIndex(cache.NamespaceIndex, "ns"); len(objs) != 2 {
 		t.Errorf("namespace index holds %d pods, want 2", len(objs))
+	}
+}
+
+// TestListTypedScoped: ForName and ForNamespace of a resource registered with ListTypedScoped
+// list and watch through its typed client, in their namespace, the name's field selector
+// passed on, and cache typed objects.
+func TestListTypedScoped(t *testing.T) {
+	leases := schema.GroupVersionResource{Group: "coordination.k8s.io", Version: "v1", Resource: "leases"}
+	lease := func(ns, name string) *coordinationv1.Lease {
+		return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}
+	}
+	kube := fake.NewClientset(lease("kube-node-lease", "n1"), lease("kube-node-lease", "n2"), lease("other", "n1"))
+	i := NewInformers(nil)
+	i.CacheTyped(leases, func() runtime.Object { return &coordinationv1.Lease{} }, nil)
+	var selectors []string
+	i.ListTypedScoped(leases, func(namespace string, tweak func(*metav1.ListOptions)) cache.ListerWatcher {
+		api := kube.CoordinationV1().Leases(namespace)
+		return cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
+			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+				tweak(&o)
+				selectors = append(selectors, o.FieldSelector)
+				return api.List(ctx, o)
+			},
+			WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+				tweak(&o)
+				return api.Watch(ctx, o)
+			},
+		}, kube)
+	})
+	ns := i.ForNamespace(leases, "kube-node-lease")
+	one := i.ForName(leases, "kube-node-lease", "n2")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := i.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if keys := ns.GetStore().ListKeys(); len(keys) != 2 {
+		t.Errorf("namespace informer holds %v, want the 2 leases of kube-node-lease", keys)
+	}
+	if o, ok, _ := ns.GetStore().GetByKey("kube-node-lease/n1"); !ok {
+		t.Error("lease n1 not cached")
+	} else if _, typed := o.(*coordinationv1.Lease); !typed {
+		t.Errorf("cached as %T, want *coordinationv1.Lease", o)
+	}
+	// The fake client ignores field selectors: that the name informer asks with its name's is
+	// what can be checked.
+	if _, ok, _ := one.GetStore().GetByKey("kube-node-lease/n2"); !ok {
+		t.Error("the name informer lacks its lease")
+	}
+	if !slices.Contains(selectors, "metadata.name=n2") {
+		t.Errorf("list field selectors %q, want the name's", selectors)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/rs/zerolog"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -57,6 +58,7 @@ func Forms(inf *engine.Informers) {
 	inf.CacheTyped(gvr.DeviceTaintRules, func() runtime.Object { return &resourcev1.DeviceTaintRule{} }, nil)
 	inf.CacheTyped(gvr.Nodes, func() runtime.Object { return &corev1.Node{} }, pruneNode)
 	inf.CacheTyped(gvr.Pods, func() runtime.Object { return &corev1.Pod{} }, prunePod)
+	inf.CacheTyped(gvr.Leases, func() runtime.Object { return &coordinationv1.Lease{} }, nil)
 	// The pod machine's pods come from the same cache, in MachinePod's form.
 	inf.Selectable(gvr.Pods, engine.Selectable{Fields: PodFields, Full: MachinePod})
 }
@@ -85,6 +87,37 @@ func ListTyped(inf *engine.Informers, kube kubernetes.Interface) {
 	inf.ListTyped(gvr.ResourceSlices, typedLister[*resourcev1.ResourceSliceList](kube, kube.ResourceV1().ResourceSlices()))
 	inf.ListTyped(gvr.Nodes, typedLister[*corev1.NodeList](kube, kube.CoreV1().Nodes()))
 	inf.ListTyped(gvr.Pods, typedLister[*corev1.PodList](kube, kube.CoreV1().Pods(metav1.NamespaceAll)))
+	// The node machine's Leases (a kubelet's renewal every 10 s per node): protobuf spares the
+	// API server a JSON encoding of every renewal, and this process its JSON decoding.
+	inf.ListTypedScoped(gvr.Leases, func(namespace string, tweak func(*metav1.ListOptions)) cache.ListerWatcher {
+		return typedLister[*coordinationv1.LeaseList](kube, tweaked(kube.CoordinationV1().Leases(namespace), tweak))
+	})
+}
+
+// tweaked is api with tweak applied to the options of its lists and watches (a field selector).
+func tweaked[L runtime.Object](api listWatcher[L], tweak func(*metav1.ListOptions)) listWatcher[L] {
+	return tweakedAPI[L]{api, tweak}
+}
+
+type tweakedAPI[L runtime.Object] struct {
+	api   listWatcher[L]
+	tweak func(*metav1.ListOptions)
+}
+
+func (t tweakedAPI[L]) List(ctx context.Context, o metav1.ListOptions) (L, error) {
+	t.tweak(&o)
+	return t.api.List(ctx, o)
+}
+
+func (t tweakedAPI[L]) Watch(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+	t.tweak(&o)
+	return t.api.Watch(ctx, o)
+}
+
+// listWatcher is what a typed client of one resource offers an informer.
+type listWatcher[L runtime.Object] interface {
+	List(context.Context, metav1.ListOptions) (L, error)
+	Watch(context.Context, metav1.ListOptions) (watch.Interface, error)
 }
 
 // KubeConfig is cfg for the typed client ListTyped and the drivers use: built-in types over
@@ -99,10 +132,7 @@ func KubeConfig(cfg *rest.Config) *rest.Config {
 
 // typedLister lists and watches with api, one resource's typed client of kube (whose support of
 // watch-list semantics it passes on to client-go's reflector).
-func typedLister[L runtime.Object](kube kubernetes.Interface, api interface {
-	List(context.Context, metav1.ListOptions) (L, error)
-	Watch(context.Context, metav1.ListOptions) (watch.Interface, error)
-}) cache.ListerWatcher {
+func typedLister[L runtime.Object](kube kubernetes.Interface, api listWatcher[L]) cache.ListerWatcher {
 	return cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
 		ListWithContextFunc:  func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return api.List(ctx, o) },
 		WatchFuncWithContext: api.Watch,

@@ -86,10 +86,10 @@ func Trace(c Cluster, w Workloads, o Options, t TraceOptions) (Document, TraceSu
 		tp := &w.Templates[i]
 		templates[tp.Namespace+"/"+tp.Name] = &tp.Spec.Spec.Devices
 	}
-	claims := map[string]*resourcev1.DeviceClaim{}
+	claims := map[string]*resourcev1.ResourceClaim{}
 	for i := range w.Claims {
 		cl := &w.Claims[i]
-		claims[cl.Namespace+"/"+cl.Name] = &cl.Spec.Devices
+		claims[cl.Namespace+"/"+cl.Name] = cl
 	}
 
 	groups := inFlight(w)
@@ -274,10 +274,11 @@ func jobPodsToCome(j *batchv1.Job) int {
 }
 
 // devicesPerPod is how many devices of which class each pod of g holds, from its claims'
-// requests (a template's or, for a pod of its own, a claim's). why says what the trace
-// format cannot express: devices of several classes, a request for all matching devices, a
-// claim shared by the pods of a group, a template or claim that is not there.
-func devicesPerPod(g *workload, templates, claims map[string]*resourcev1.DeviceClaim) (int, string, string) {
+// requests (a template's or, for a pod of its own, a claim's); of a firstAvailable request, the
+// choice kube-scheduler allocated for one of its pods, else the first (which it tries first).
+// why says what the trace format cannot express: devices of several classes, a request for all
+// matching devices, a claim shared by the pods of a group, a template or claim that is not there.
+func devicesPerPod(g *workload, templates map[string]*resourcev1.DeviceClaim, claims map[string]*resourcev1.ResourceClaim) (int, string, string) {
 	devices, class := 0, ""
 	for _, rc := range g.spec.ResourceClaims {
 		var dc *resourcev1.DeviceClaim
@@ -290,17 +291,25 @@ func devicesPerPod(g *workload, templates, claims map[string]*resourcev1.DeviceC
 			if g.job != nil || len(g.pods) > 1 {
 				return 0, "", "its pods share ResourceClaim " + *rc.ResourceClaimName + " (a trace job's pods each have claims of their own)"
 			}
-			if dc = claims[g.namespace+"/"+*rc.ResourceClaimName]; dc == nil {
+			c := claims[g.namespace+"/"+*rc.ResourceClaimName]
+			if c == nil {
 				return 0, "", "ResourceClaim " + *rc.ResourceClaimName + " not found"
 			}
+			dc = &c.Spec.Devices
 		default:
 			continue
 		}
 		for _, req := range dc.Requests {
 			exact := req.Exactly
 			if exact == nil && len(req.FirstAvailable) > 0 {
-				// The first choice, which kube-scheduler tries first.
 				f := req.FirstAvailable[0]
+				if sub := allocatedChoice(g, rc, req.Name, claims); sub != "" {
+					for _, c := range req.FirstAvailable {
+						if c.Name == sub {
+							f = c
+						}
+					}
+				}
 				exact = &resourcev1.ExactDeviceRequest{DeviceClassName: f.DeviceClassName, AllocationMode: f.AllocationMode, Count: f.Count}
 			}
 			if exact == nil {
@@ -317,6 +326,32 @@ func devicesPerPod(g *workload, templates, claims map[string]*resourcev1.DeviceC
 		}
 	}
 	return devices, class, ""
+}
+
+// allocatedChoice is the subrequest of request that kube-scheduler allocated for the claim rc
+// of one of g's pods ("" when none is allocated): results name it "<request>/<subrequest>".
+func allocatedChoice(g *workload, rc corev1.PodResourceClaim, request string, claims map[string]*resourcev1.ResourceClaim) string {
+	for _, p := range g.pods {
+		name := ""
+		if rc.ResourceClaimName != nil {
+			name = *rc.ResourceClaimName
+		}
+		for _, st := range p.Status.ResourceClaimStatuses {
+			if st.Name == rc.Name && st.ResourceClaimName != nil {
+				name = *st.ResourceClaimName
+			}
+		}
+		c := claims[p.Namespace+"/"+name]
+		if c == nil || c.Status.Allocation == nil {
+			continue
+		}
+		for _, r := range c.Status.Allocation.Devices.Results {
+			if parent, sub, ok := strings.Cut(r.Request, "/"); ok && parent == request {
+				return sub
+			}
+		}
+	}
+	return ""
 }
 
 // remaining is how long g still runs: the longest of its pods' run-for left (from their start;

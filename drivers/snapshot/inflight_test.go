@@ -92,18 +92,26 @@ func inFlightWorkloads() Workloads {
 				{Name: "big", DeviceClassName: "gpu.nvidia.com", Count: 2}, {Name: "small", DeviceClassName: "mig.nvidia.com", Count: 1}}}),
 		},
 		Claims: []resourcev1.ResourceClaim{{ObjectMeta: metav1.ObjectMeta{Namespace: "dev", Name: "nb-gpu"},
-			Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{exactly("gpu", "gpu.nvidia.com", 1)}}}}},
+			Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{exactly("gpu", "gpu.nvidia.com", 1)}}}},
+			// picked-0's claim: kube-scheduler chose the second subrequest.
+			{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "picked-0-d"}, Status: resourcev1.ResourceClaimStatus{
+				Allocation: &resourcev1.AllocationResult{Devices: resourcev1.DeviceAllocationResult{Results: []resourcev1.DeviceRequestAllocationResult{
+					{Request: "gpu/small", Driver: "gpu.nvidia.com", Pool: "p", Device: "mig-0"}}}}}}},
 		Jobs: []batchv1.Job{
 			job("ml", "train", 2, "eight", runFor10m),
 			job("ml", "queued", 3, "choice", queued),
 			job("ml", "mixed", 1, "mixed", nil),
 			job("ml", "all", 1, "all", nil),
 			job("ml", "done", 1, "eight", done),
+			job("ml", "picked", 1, "choice", nil),
 		},
 		Pods: []corev1.Pod{
 			pod("ml", "train-1", ownedBy("Job", "train"), at(4*time.Minute), trainPod),
 			pod("ml", "train-0", ownedBy("Job", "train"), at(4*time.Minute), trainPod),
 			pod("ml", "done-0", ownedBy("Job", "done"), nil, func(p *corev1.Pod) { p.Status.Phase = corev1.PodSucceeded }),
+			pod("ml", "picked-0", ownedBy("Job", "picked"), at(30*time.Minute), func(p *corev1.Pod) {
+				p.Status.ResourceClaimStatuses = []corev1.PodResourceClaimStatus{{Name: "d", ResourceClaimName: ptr.To("picked-0-d")}}
+			}),
 			pod("ml", "infer-7d9-a", ownedBy("ReplicaSet", "infer-7d9"), at(2*time.Hour), rsClaims),
 			pod("ml", "infer-7d9-b", ownedBy("ReplicaSet", "infer-7d9"), at(time.Hour), rsClaims),
 			pod("dev", "notebook.user-1", nil, nil, withClaims(corev1.PodResourceClaim{Name: "g", ResourceClaimName: ptr.To("nb-gpu")})),
@@ -149,18 +157,20 @@ func TestTraceOfTheWorkloadsInFlight(t *testing.T) {
 			strings.Repeat("p", j.Pods) + "×" + strings.Repeat("d", j.Devices), j.Queue, j.PriorityClassName, map[bool]string{true: "gang"}[j.Gang]}, " "))
 	}
 	want := []string{
-		// infer-7d9 started 2 h ago, train 4 min ago; both run on.
+		// infer-7d9 started 2 h ago, picked 30 min ago (the choice kube-scheduler allocated),
+		// train 4 min ago; all run on.
 		"0s ml/infer-7d9 2h0m0s gpu.nvidia.com pp×d   ",
-		"1ms ml/train 6m0s gpu.nvidia.com pp×dddddddd team-a high ",
+		"1ms ml/picked 2h0m0s mig.nvidia.com p×d   ",
+		"2ms ml/train 6m0s gpu.nvidia.com pp×dddddddd team-a high ",
 		// Pending: queued (its first choice: 2 GPUs; min(parallelism 3, completions 2) pods;
 		// its deadline) was created after the notebook.
-		"2ms dev/notebook-user-1-" + traceJobName("notebook.user-1")[len("notebook-user-1-"):] + " 2h0m0s gpu.nvidia.com p×d   ",
-		"3ms ml/queued 1h0m0s gpu.nvidia.com pp×dd   gang",
+		"3ms dev/notebook-user-1-" + traceJobName("notebook.user-1")[len("notebook-user-1-"):] + " 2h0m0s gpu.nvidia.com p×d   ",
+		"4ms ml/queued 1h0m0s gpu.nvidia.com pp×dd   gang",
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("jobs:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
-	if sum.Jobs != 4 || sum.Pods != 7 || sum.Devices != 2+16+1+4 {
+	if sum.Jobs != 5 || sum.Pods != 8 || sum.Devices != 2+1+16+1+4 {
 		t.Errorf("summary %+v", sum)
 	}
 	wantOut := []string{"ml/all: request every asks for all matching devices",
@@ -186,7 +196,7 @@ func TestTraceAnonymized(t *testing.T) {
 		keys = append(keys, j.Key()+" "+j.Queue)
 	}
 	ml, dev := rename(r.spaces, "ml"), rename(r.spaces, "dev")
-	want := []string{ml + "/job-0 ", ml + "/job-1 queue-0", dev + "/job-2 ", ml + "/job-3 "}
+	want := []string{ml + "/job-0 ", ml + "/job-1 ", ml + "/job-2 queue-0", dev + "/job-3 ", ml + "/job-4 "}
 	if strings.Join(keys, ",") != strings.Join(want, ",") || ml == "ml" {
 		t.Errorf("jobs %v, want %v", keys, want)
 	}

@@ -94,6 +94,7 @@ func TestReplaySmallTrace(t *testing.T) {
 	dir := t.TempDir()
 	r := replayed(t, "examples/traces/small.yaml", "60", filepath.Join(dir, "60x"))
 	s := replay.Summarize(r)
+	t.Logf("fragmentation at 60x: %+v worst %+v", s.Fragmentation, s.Fragmentation.Worst)
 	// 13 jobs fit; too-big asks one pod for 8 GPUs where nodes have 4.
 	if s.Started != 13 || s.Finished != 13 || len(s.NeverStarted) != 1 || s.NeverStarted[0].Job != "draforge-replay/too-big" ||
 		!strings.Contains(s.NeverStarted[0].Reason, "cannot allocate all claims") || !strings.HasPrefix(r.Ended, "stuck") {
