@@ -68,8 +68,9 @@ type Sample struct {
 	Free        int `json:"free"`
 	LargestFree int `json:"largestFree"`
 	// Fragmented is Free when devices were split across nodes: a pending pod that one node
-	// could hold (it asks for no more than a node has) found too few free on every node,
-	// though Free would cover it. Blocked is that pod's job (the smallest such pod's), Reason
+	// could hold (it asks for no more than a node has), which kube-scheduler could not place
+	// and whose claims are not allocated, found too few free on every node, though Free would
+	// cover it. Blocked is that pod's job (the smallest such pod's), Reason
 	// kube-scheduler's word on the pod (its PodScheduled=False message, as draforge explain
 	// shows it).
 	Fragmented int    `json:"fragmented,omitempty"`

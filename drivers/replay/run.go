@@ -442,24 +442,16 @@ func unschedulable(pods []*corev1.Pod) string {
 // of a job asks for.
 func (w *watcher) sample(t time.Duration, groups map[string]string, nodeDevices, perPod map[string]int) Sample {
 	s := Sample{T: t, AllocatedByGroup: map[string]int{}, AllocatedByClass: map[string]int{}}
-	var pending []pendingPod
-	for _, o := range w.pods.GetStore().List() {
-		p := o.(*corev1.Pod)
-		switch {
-		case p.Spec.NodeName == "":
-			s.Pending++
-			job := p.Namespace + "/" + p.Labels[trace.LabelJob]
-			pending = append(pending, pendingPod{job: job, devices: perPod[job], reason: unschedulable([]*corev1.Pod{p})})
-		case p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed:
-			s.Running++
-		}
-	}
 	held := map[string]int{}
+	allocatedFor := map[types.UID]bool{} // pods whose claim is allocated: being bound, not blocked
 	for _, o := range w.claims.GetStore().List() {
 		c := o.(*resourcev1.ResourceClaim)
 		a := c.Status.Allocation
 		if a == nil {
 			continue
+		}
+		if owner := metav1.GetControllerOf(c); owner != nil {
+			allocatedFor[owner.UID] = true
 		}
 		class := map[string]string{}
 		for _, r := range c.Spec.Devices.Requests {
@@ -482,6 +474,22 @@ func (w *watcher) sample(t time.Duration, groups map[string]string, nodeDevices,
 			if node != "" {
 				held[node]++
 			}
+		}
+	}
+	var pending []pendingPod
+	for _, o := range w.pods.GetStore().List() {
+		p := o.(*corev1.Pod)
+		switch {
+		case p.Spec.NodeName == "":
+			s.Pending++
+			// Blocked: kube-scheduler said it could not place the pod, and no claim of it is
+			// allocated yet.
+			if reason := unschedulable([]*corev1.Pod{p}); reason != "" && !allocatedFor[p.UID] {
+				job := p.Namespace + "/" + p.Labels[trace.LabelJob]
+				pending = append(pending, pendingPod{job: job, devices: perPod[job], reason: reason})
+			}
+		case p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed:
+			s.Running++
 		}
 	}
 	s.fragmentation(nodeDevices, held, pending)

@@ -94,7 +94,6 @@ func TestReplaySmallTrace(t *testing.T) {
 	dir := t.TempDir()
 	r := replayed(t, "examples/traces/small.yaml", "60", filepath.Join(dir, "60x"))
 	s := replay.Summarize(r)
-	t.Logf("fragmentation at 60x: %+v worst %+v", s.Fragmentation, s.Fragmentation.Worst)
 	// 13 jobs fit; too-big asks one pod for 8 GPUs where nodes have 4.
 	if s.Started != 13 || s.Finished != 13 || len(s.NeverStarted) != 1 || s.NeverStarted[0].Job != "draforge-replay/too-big" ||
 		!strings.Contains(s.NeverStarted[0].Reason, "cannot allocate all claims") || !strings.HasPrefix(r.Ended, "stuck") {
@@ -106,6 +105,11 @@ func TestReplaySmallTrace(t *testing.T) {
 	}
 	if s.Utilization["r1"] <= 0 || s.Utilization["r2"] <= 0 || r.Devices["r1"] < 8 || r.Devices["r2"] < 4 {
 		t.Errorf("devices %v, utilization %v", r.Devices, s.Utilization)
+	}
+	// Fragmentation: pair waits with 3 GPUs free, one on each node.
+	f := replay.Summarize(replayed(t, "examples/traces/fragmentation.yaml", "60", filepath.Join(dir, "fragmentation"))).Fragmentation
+	if w := f.Worst; w == nil || w.Blocked != "draforge-replay/pair" || w.Free != 3 || w.LargestFree != 1 || !strings.Contains(w.Reason, "cannot allocate all claims") {
+		t.Errorf("fragmentation %+v, worst sample %+v: want pair blocked with 3 GPUs free, 1 per node, and kube-scheduler's reason", f, w)
 	}
 	r2 := replayed(t, "examples/traces/small.yaml", "120", filepath.Join(dir, "120x"))
 	if out := mustCLI(t, "replay", "--compare", filepath.Join(dir, "60x"), filepath.Join(dir, "120x"), "--out", filepath.Join(dir, "compare")); !strings.Contains(out, "13 jobs started in both") {
@@ -124,12 +128,17 @@ func TestReplaySmallTrace(t *testing.T) {
 	defer cancel()
 	// Every line of every chart is drawn: a polyline of several points with a rendered width.
 	drawn := `[...document.querySelectorAll("svg.chart polyline")].length >= 4 && [...document.querySelectorAll("svg.chart polyline")].every(p => p.points.length > 2 && p.getBBox().width > 100)`
-	for _, page := range []string{"/60x/report.html", "/compare/compare.html"} {
+	small := []string{"draforge-replay/too-big", "cannot allocate all claims", "group r1", "pending pods"}
+	for page, want := range map[string][]string{
+		"/60x/report.html":           small,
+		"/compare/compare.html":      small,
+		"/fragmentation/report.html": {"free devices were split across nodes", "<b>draforge-replay/pair</b> waited", "cannot allocate all claims", "group r1"},
+	} {
 		dom, err := browser.RenderedDOM(ctx, srv.URL+page, drawn)
 		if err != nil {
 			t.Fatalf("%s: %v\n%s", page, err, dom)
 		}
-		for _, s := range []string{"draforge-replay/too-big", "cannot allocate all claims", "group r1", "pending pods"} {
+		for _, s := range want {
 			if !strings.Contains(dom, s) {
 				t.Errorf("%s lacks %q", page, s)
 			}
