@@ -48,7 +48,7 @@ type KueueDevices struct {
 // configuration once at start, so a class outside this list is not counted by quota.
 var KueueDeviceMappings = []KueueDevices{{
 	Resource: "draforge.oaslananka/gpu",
-	DeviceClasses: []string{"draforge-kueue", "gpu.example.com", "gpu.nvidia.com", "mig.nvidia.com",
+	DeviceClasses: []string{"draforge-kueue", "draforge-replay-gpu", "gpu.example.com", "gpu.nvidia.com", "mig.nvidia.com",
 		"gpu.intel.com", "gpu.amd.com", "tpu.google.com"},
 }}
 

@@ -3,6 +3,7 @@ package e2e
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/draforge/draforge/drivers/replay"
 	"github.com/draforge/draforge/test/cluster"
 	"github.com/draforge/draforge/test/e2e/e2eutil"
 )
@@ -24,17 +26,39 @@ import (
 // PodGroups and their claims) on a control plane of their own with that profile, the real
 // kube-scheduler and kube-controller-manager, and a controller.
 func TestScenariosDRAAll(t *testing.T) {
-	runProfileScenarios(t, "dra-all", func(c *cluster.Cluster) {
+	e := runProfileScenarios(t, "dra-all", func(c *cluster.Cluster) {
 		// draforge serve (the dashboard and the TUI read the same snapshot) shows the gangs too.
 		gangServe = e2eutil.Run(t, e2eutil.ControllerSpec{Kubeconfig: c.Kubeconfig, Subcommand: "serve", AddrFlag: "--address"})
 		t.Cleanup(func() { gangServe = nil })
 	})
+	// A trace of gangs, replayed: pair (2 × 4 GPUs, all or none) waits as one group for wide
+	// (3 × 4, every GPU) to end.
+	r := replayOn(t, e, "examples/traces/gangs.yaml")
+	s := replay.Summarize(r)
+	pair, _ := r.Jobs[1].Wait()
+	if s.Finished != 3 || s.Gang.N != 2 || r.Jobs[1].Name != "pair" || pair < 40*time.Second {
+		t.Errorf("gangs replayed: pair waited %s (want about 50s), summary %+v", pair, s)
+	}
+}
+
+// replayOn replays trace at 60x on e's cluster after applying the cluster it runs on
+// (examples/traces/small-cluster.yaml and, for queues, queues-cluster.yaml), and reads its record.
+func replayOn(t *testing.T, e *env, trace string, clusterFiles ...string) *replay.Record {
+	t.Helper()
+	files := []string{filepath.Join(repoRoot(), "examples", "traces", "small-cluster.yaml")}
+	for _, f := range clusterFiles {
+		files = append(files, filepath.Join(repoRoot(), f))
+	}
+	docs := e.ApplyFiles(t, "", files...)
+	t.Cleanup(func() { e.DeleteDocs(t, docs) })
+	e.WaitPoolReady(t, "draforge-replay", "replay-gpus")
+	return replayedAt(t, e.Kubeconfig, trace, "60", filepath.Join(t.TempDir(), "replay"))
 }
 
 // runProfileScenarios runs the example scenarios marked "# profile: PROFILE" on a control plane
 // of their own with that profile, the real kube-scheduler and kube-controller-manager, and a
 // controller; before runs, when not nil, once the controller is up.
-func runProfileScenarios(t *testing.T, profile string, before func(*cluster.Cluster)) {
+func runProfileScenarios(t *testing.T, profile string, before func(*cluster.Cluster)) *env {
 	if testing.Short() {
 		t.Skip("starts its own control plane")
 	}
@@ -57,6 +81,7 @@ func runProfileScenarios(t *testing.T, profile string, before func(*cluster.Clus
 		before(c)
 	}
 	runScenarios(t, e, ctrl, files)
+	return e
 }
 
 // gangServe is the draforge serve TestScenariosDRAAll runs, nil elsewhere.

@@ -13,13 +13,26 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
+
+	"github.com/draforge/draforge/drivers/replay"
 )
 
 // TestScenariosKueue runs the example scenarios that need the kueue profile on a control plane
 // of their own with Kueue (built from its module, its CRDs and webhooks as released), the real
 // kube-scheduler and kube-controller-manager, and a controller.
 func TestScenariosKueue(t *testing.T) {
-	runProfileScenarios(t, "kueue", nil)
+	e := runProfileScenarios(t, "kueue", nil)
+	// A trace of two teams' queues, replayed through Kueue: b-train (4 GPUs) arrives while
+	// a-train holds 4 of the ClusterQueue's 6; Kueue holds it, with 8 GPUs free, until a-train
+	// ends at 60s.
+	r := replayOn(t, e, "examples/traces/queues.yaml", "examples/traces/queues-cluster.yaml")
+	s := replay.Summarize(r)
+	b := r.Jobs[1]
+	wait, _ := b.Wait()
+	if s.Finished != 5 || s.ByQueue["team-a"].N != 3 || s.ByQueue["team-b"].N != 2 || b.Name != "b-train" ||
+		wait < 40*time.Second || b.Admitted == nil || *b.Admitted-b.Arrival < 40*time.Second || !strings.Contains(b.Reason, "queue's admission") {
+		t.Errorf("queues replayed: b-train %+v (waited %s), summary %+v", b, wait, s)
+	}
 }
 
 var workloads = schema.GroupVersionResource{Group: "kueue.x-k8s.io", Version: "v1beta2", Resource: "workloads"}
