@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/draforge/draforge/drivers/allocationpod"
+	"github.com/draforge/draforge/drivers/trace"
 )
 
 // Workloads are what the trace of the workloads in flight is made of: the cluster's Jobs, pods,
@@ -52,12 +53,6 @@ func (s TraceSummary) String() string {
 	}
 	return out
 }
-
-// Annotations a simulated pod's remaining run time is read from (machines/pod.cue).
-const annotationRunFor = "draforge.oaslananka/run-for"
-
-// kueueQueue is the label Kueue admits a Job by.
-const kueueQueue = "kueue.x-k8s.io/queue-name"
 
 // workload is one group of pods in flight: a Job's, another controller's (a ReplicaSet's, a
 // JobSet's...) or a pod of its own.
@@ -128,7 +123,7 @@ func Trace(c Cluster, w Workloads, o Options, t TraceOptions) (Document, TraceSu
 		if g.spec.SchedulingGroup != nil {
 			j["gang"] = true
 		}
-		if q := g.labels[kueueQueue]; q != "" {
+		if q := g.labels[trace.LabelQueue]; q != "" {
 			j["queue"] = q
 		}
 		if p := g.spec.PriorityClassName; p != "" {
@@ -375,7 +370,7 @@ func remaining(g *workload, now time.Time, def time.Duration) time.Duration {
 	}
 	left, known := time.Duration(0), false
 	for _, rf := range runFors {
-		d, err := time.ParseDuration(rf.annotations[annotationRunFor])
+		d, err := time.ParseDuration(rf.annotations[trace.AnnotationRunFor])
 		if err != nil || d <= 0 {
 			continue
 		}

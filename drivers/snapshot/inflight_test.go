@@ -67,8 +67,8 @@ func withClaims(refs ...corev1.PodResourceClaim) func(*corev1.Pod) {
 
 func inFlightWorkloads() Workloads {
 	runFor10m := func(j *batchv1.Job) {
-		j.Labels = map[string]string{kueueQueue: "team-a"}
-		j.Spec.Template.Annotations = map[string]string{annotationRunFor: "10m"}
+		j.Labels = map[string]string{trace.LabelQueue: "team-a"}
+		j.Spec.Template.Annotations = map[string]string{trace.AnnotationRunFor: "10m"}
 		j.Spec.Template.Spec.PriorityClassName = "high"
 	}
 	queued := func(j *batchv1.Job) {
@@ -79,7 +79,7 @@ func inFlightWorkloads() Workloads {
 	done := func(j *batchv1.Job) {
 		j.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobComplete, Status: corev1.ConditionTrue}}
 	}
-	trainPod := func(p *corev1.Pod) { p.Annotations = map[string]string{annotationRunFor: "10m"} }
+	trainPod := func(p *corev1.Pod) { p.Annotations = map[string]string{trace.AnnotationRunFor: "10m"} }
 	rsClaims := withClaims(corev1.PodResourceClaim{Name: "d", ResourceClaimTemplateName: ptr.To("one")})
 	return Workloads{
 		Now: now,

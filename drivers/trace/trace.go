@@ -28,8 +28,8 @@ const (
 	LabelRun = "draforge.oaslananka/replay"
 	// LabelJob is the trace job's name on its Job, template, PodGroup and pods.
 	LabelJob = "draforge.oaslananka/trace-job"
-	// kueueQueue is the label Kueue admits a Job by.
-	kueueQueue = "kueue.x-k8s.io/queue-name"
+	// LabelQueue is the label Kueue admits a Job by: its LocalQueue.
+	LabelQueue = "kueue.x-k8s.io/queue-name"
 	// Annotations the pod machine reads (machines/pod.cue).
 	annotationRunFor   = "draforge.oaslananka/run-for"
 	annotationExitCode = "draforge.oaslananka/exit-code"
@@ -194,7 +194,7 @@ func ObjectsFor(job Job, run string, speed float64) Objects {
 	}
 	jobLabels := labels
 	if job.Queue != "" {
-		jobLabels = map[string]string{LabelRun: run, LabelJob: job.Name, kueueQueue: job.Queue}
+		jobLabels = map[string]string{LabelRun: run, LabelJob: job.Name, LabelQueue: job.Queue}
 	}
 	o.Job = &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{Name: job.Name, Namespace: job.Namespace, Labels: jobLabels},
