@@ -52,40 +52,35 @@ func patchRV(ctx context.Context, client dynamic.Interface, gvr schema.GroupVers
 // it all: a tenth of the pod machine's CPU). Any other order is still read correctly.
 func answerResourceVersion(raw []byte) (string, error) {
 	d := json.NewDecoder(bytes.NewReader(raw))
+	for _, key := range []string{"metadata", "resourceVersion"} {
+		if found, err := findKey(d, key); err != nil || !found {
+			return "", err
+		}
+	}
+	var rv string
+	err := d.Decode(&rv)
+	return rv, err
+}
+
+// findKey reads into the object that comes next in d up to key, skipping the values of the
+// keys before it; found is false when the object has no such key.
+func findKey(d *json.Decoder, key string) (found bool, err error) {
 	if err := enterObject(d); err != nil {
-		return "", err
+		return false, err
 	}
 	for d.More() {
-		key, err := d.Token()
+		k, err := d.Token()
 		if err != nil {
-			return "", err
+			return false, err
 		}
-		if key != "metadata" {
-			if err := skipValue(d); err != nil {
-				return "", err
-			}
-			continue
+		if k == key {
+			return true, nil
 		}
-		if err := enterObject(d); err != nil {
-			return "", err
+		if err := skipValue(d); err != nil {
+			return false, err
 		}
-		for d.More() {
-			k, err := d.Token()
-			if err != nil {
-				return "", err
-			}
-			if k == "resourceVersion" {
-				var rv string
-				err := d.Decode(&rv)
-				return rv, err
-			}
-			if err := skipValue(d); err != nil {
-				return "", err
-			}
-		}
-		return "", nil
 	}
-	return "", nil
+	return false, nil
 }
 
 // enterObject reads the '{' that opens an object.
