@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -109,13 +110,16 @@ func TestListTypedScoped(t *testing.T) {
 	kube := fake.NewClientset(lease("kube-node-lease", "n1"), lease("kube-node-lease", "n2"), lease("other", "n1"))
 	i := NewInformers(nil)
 	i.CacheTyped(leases, func() runtime.Object { return &coordinationv1.Lease{} }, nil)
+	var mu sync.Mutex // the two informers list at once
 	var selectors []string
 	i.ListTypedScoped(leases, func(namespace string, tweak func(*metav1.ListOptions)) cache.ListerWatcher {
 		api := kube.CoordinationV1().Leases(namespace)
 		return cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
 			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 				tweak(&o)
+				mu.Lock()
 				selectors = append(selectors, o.FieldSelector)
+				mu.Unlock()
 				return api.List(ctx, o)
 			},
 			WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
@@ -144,6 +148,8 @@ func TestListTypedScoped(t *testing.T) {
 	if _, ok, _ := one.GetStore().GetByKey("kube-node-lease/n2"); !ok {
 		t.Error("the name informer lacks its lease")
 	}
+	mu.Lock()
+	defer mu.Unlock()
 	if !slices.Contains(selectors, "metadata.name=n2") {
 		t.Errorf("list field selectors %q, want the name's", selectors)
 	}
