@@ -239,12 +239,7 @@ func (i *Informers) scopedFor(gvr schema.GroupVersionResource, namespace, name s
 		if tweak == nil {
 			tweak = func(*metav1.ListOptions) {}
 		}
-		var example runtime.Object
-		if newObj := i.apiTypes[gvr]; newObj != nil {
-			example = newObj()
-		}
-		inf = cache.NewSharedIndexInformer(reconnectingLW{lw(namespace, tweak)}, example, 0, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
-		i.own = append(i.own, inf)
+		inf = i.typedInformer(gvr, reconnectingLW{lw(namespace, tweak)})
 	} else {
 		f := dynamicinformer.NewFilteredDynamicSharedInformerFactory(i.client, 0, namespace, tweak)
 		inf = f.ForResource(gvr).Informer()
@@ -284,6 +279,19 @@ func (i *Informers) ForSelector(gvr schema.GroupVersionResource, selector labels
 	return inf
 }
 
+// typedInformer is an informer of gvr over lw, a typed client's, which no factory starts (Start
+// does); the caller holds mu.
+func (i *Informers) typedInformer(gvr schema.GroupVersionResource, lw cache.ListerWatcher) cache.SharedIndexInformer {
+	var example runtime.Object // the reflector's expected type: nil checks none
+	if newObj := i.apiTypes[gvr]; newObj != nil {
+		example = newObj()
+	}
+	// The dynamic factory's informers index by namespace; so does this one.
+	inf := cache.NewSharedIndexInformer(lw, example, 0, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	i.own = append(i.own, inf)
+	return inf
+}
+
 // For returns the informer of gvr, creating it on first use. Call it before Start.
 func (i *Informers) For(gvr schema.GroupVersionResource) cache.SharedIndexInformer {
 	i.mu.Lock()
@@ -293,13 +301,7 @@ func (i *Informers) For(gvr schema.GroupVersionResource) cache.SharedIndexInform
 	}
 	var inf cache.SharedIndexInformer
 	if lw, ok := i.listers[gvr]; ok {
-		var example runtime.Object // the reflector's expected type: nil checks none
-		if newObj := i.apiTypes[gvr]; newObj != nil {
-			example = newObj()
-		}
-		// The dynamic factory's informers index by namespace; so does this one.
-		inf = cache.NewSharedIndexInformer(lw, example, 0, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
-		i.own = append(i.own, inf)
+		inf = i.typedInformer(gvr, lw)
 	} else {
 		inf = i.factory.ForResource(gvr).Informer()
 	}

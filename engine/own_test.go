@@ -106,6 +106,9 @@ func TestOwnObjectsFromTheSharedTypedCache(t *testing.T) {
 	if p, ok := PassCached[corev1.Pod](ctx); !ok || p != cached["bound"] {
 		t.Errorf("PassCached = %p, %v; want the cached pod %p", p, ok, cached["bound"])
 	}
+	if p, ok := PassTyped[corev1.Pod](ctx, u); !ok || p != cached["bound"] {
+		t.Errorf("PassTyped = %p, %v; want the cached pod %p, not a conversion", p, ok, cached["bound"])
+	}
 	if _, ok := PassCached[shortPod](ctx); ok {
 		t.Error("PassCached of another type holds")
 	}

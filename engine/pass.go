@@ -70,10 +70,14 @@ func PassValue[T any](ctx context.Context, key any, compute func() (T, error)) (
 // passTypedKey is PassTyped's key for the pass object as a *T.
 type passTypedKey[T any] struct{}
 
-// PassTyped returns the pass's object as the API type T, converted once per pass for every
-// observation and action of every driver that reads it. The value is shared: callers must not
-// change it (DeepCopy first). ok is false when obj is not a T.
+// PassTyped returns the pass's object as the API type T: the cache's own object when the cache
+// holds a *T (PassCached), else converted once per pass for every observation and action of
+// every driver that reads it. The value is shared: callers must not change it (DeepCopy
+// first). ok is false when obj is not a T.
 func PassTyped[T any](ctx context.Context, obj *unstructured.Unstructured) (*T, bool) {
+	if t, ok := PassCached[T](ctx); ok {
+		return t, true
+	}
 	t, _ := PassValue(ctx, passTypedKey[T]{}, func() (*T, error) {
 		t, _ := Typed[T](obj)
 		return t, nil
