@@ -90,28 +90,8 @@ func ListTyped(inf *engine.Informers, kube kubernetes.Interface) {
 	// The node machine's Leases (a kubelet's renewal every 10 s per node): protobuf spares the
 	// API server a JSON encoding of every renewal, and this process its JSON decoding.
 	inf.ListTypedScoped(gvr.Leases, func(namespace string, tweak func(*metav1.ListOptions)) cache.ListerWatcher {
-		return typedLister[*coordinationv1.LeaseList](kube, tweaked(kube.CoordinationV1().Leases(namespace), tweak))
+		return typedLister[*coordinationv1.LeaseList](kube, kube.CoordinationV1().Leases(namespace), tweak)
 	})
-}
-
-// tweaked is api with tweak applied to the options of its lists and watches (a field selector).
-func tweaked[L runtime.Object](api listWatcher[L], tweak func(*metav1.ListOptions)) listWatcher[L] {
-	return tweakedAPI[L]{api, tweak}
-}
-
-type tweakedAPI[L runtime.Object] struct {
-	api   listWatcher[L]
-	tweak func(*metav1.ListOptions)
-}
-
-func (t tweakedAPI[L]) List(ctx context.Context, o metav1.ListOptions) (L, error) {
-	t.tweak(&o)
-	return t.api.List(ctx, o)
-}
-
-func (t tweakedAPI[L]) Watch(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-	t.tweak(&o)
-	return t.api.Watch(ctx, o)
 }
 
 // listWatcher is what a typed client of one resource offers an informer.
@@ -131,11 +111,23 @@ func KubeConfig(cfg *rest.Config) *rest.Config {
 }
 
 // typedLister lists and watches with api, one resource's typed client of kube (whose support of
-// watch-list semantics it passes on to client-go's reflector).
-func typedLister[L runtime.Object](kube kubernetes.Interface, api listWatcher[L]) cache.ListerWatcher {
+// watch-list semantics it passes on to client-go's reflector), the options changed by tweaks
+// (a field selector) first.
+func typedLister[L runtime.Object](kube kubernetes.Interface, api listWatcher[L], tweaks ...func(*metav1.ListOptions)) cache.ListerWatcher {
+	tweak := func(o *metav1.ListOptions) {
+		for _, t := range tweaks {
+			t(o)
+		}
+	}
 	return cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
-		ListWithContextFunc:  func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return api.List(ctx, o) },
-		WatchFuncWithContext: api.Watch,
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			tweak(&o)
+			return api.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			tweak(&o)
+			return api.Watch(ctx, o)
+		},
 	}, kube)
 }
 
