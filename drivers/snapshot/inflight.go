@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/dynamic-resource-allocation/resourceclaim"
 
 	"github.com/draforge/draforge/drivers/allocationpod"
 	"github.com/draforge/draforge/drivers/trace"
@@ -327,16 +328,11 @@ func devicesPerPod(g *workload, templates map[string]*resourcev1.DeviceClaim, cl
 // of one of g's pods ("" when none is allocated): results name it "<request>/<subrequest>".
 func allocatedChoice(g *workload, rc corev1.PodResourceClaim, request string, claims map[string]*resourcev1.ResourceClaim) string {
 	for _, p := range g.pods {
-		name := ""
-		if rc.ResourceClaimName != nil {
-			name = *rc.ResourceClaimName
+		name, _, err := resourceclaim.Name(p, &rc)
+		if err != nil || name == nil {
+			continue
 		}
-		for _, st := range p.Status.ResourceClaimStatuses {
-			if st.Name == rc.Name && st.ResourceClaimName != nil {
-				name = *st.ResourceClaimName
-			}
-		}
-		c := claims[p.Namespace+"/"+name]
+		c := claims[p.Namespace+"/"+*name]
 		if c == nil || c.Status.Allocation == nil {
 			continue
 		}
