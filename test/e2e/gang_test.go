@@ -45,13 +45,7 @@ func TestScenariosDRAAll(t *testing.T) {
 // (examples/traces/small-cluster.yaml and, for queues, queues-cluster.yaml), and reads its record.
 func replayOn(t *testing.T, e *env, trace string, clusterFiles ...string) *replay.Record {
 	t.Helper()
-	files := []string{filepath.Join(repoRoot(), "examples", "traces", "small-cluster.yaml")}
-	for _, f := range clusterFiles {
-		files = append(files, filepath.Join(repoRoot(), f))
-	}
-	docs := e.ApplyFiles(t, "", files...)
-	t.Cleanup(func() { e.DeleteDocs(t, docs) })
-	e.WaitPoolReady(t, "draforge-replay", "replay-gpus")
+	applyTraceCluster(t, e, clusterFiles...)
 	return replayedAt(t, e.Kubeconfig, trace, "60", filepath.Join(t.TempDir(), "replay"))
 }
 

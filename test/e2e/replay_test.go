@@ -27,7 +27,19 @@ func replayCluster(t *testing.T) {
 	e := newEnv(t)
 	installCRD(t, e)
 	startController(t)
-	docs := e.ApplyFiles(t, "", filepath.Join(repoRoot(), "examples", "traces", "small-cluster.yaml"))
+	applyTraceCluster(t, e)
+}
+
+// applyTraceCluster applies examples/traces/small-cluster.yaml, the cluster the example traces
+// run on, and more (repository paths, e.g. queues-cluster.yaml) on e, deleted when the test
+// ends, and waits until its pool is Ready.
+func applyTraceCluster(t *testing.T, e *env, more ...string) {
+	t.Helper()
+	files := []string{filepath.Join(repoRoot(), "examples", "traces", "small-cluster.yaml")}
+	for _, f := range more {
+		files = append(files, filepath.Join(repoRoot(), f))
+	}
+	docs := e.ApplyFiles(t, "", files...)
 	t.Cleanup(func() { e.DeleteDocs(t, docs) })
 	e.WaitPoolReady(t, "draforge-replay", "replay-gpus")
 }
