@@ -12,7 +12,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/draforge/draforge/engine/machine"
 )
@@ -25,11 +27,11 @@ const FieldManager = "draforge"
 // self-transition runs the actions and makes looplab/fsm answer NoTransitionError, which is
 // the success of a transition that keeps the state. It returns the state the FSM ended in.
 // docs/design.md says why the FSM does no more than this.
-func (r *runner) fire(ctx context.Context, obj *unstructured.Unstructured, st Step, data func() map[string]any) (string, error) {
+func (r *runner) fire(ctx context.Context, obj *unstructured.Unstructured, st Step, data func() map[string]any, facts *passFacts) (string, error) {
 	f := fsm.NewFSM(st.From, r.events, fsm.Callbacks{
 		"before_event": func(ctx context.Context, e *fsm.Event) {
 			for _, a := range st.Transition.Actions {
-				if err := r.run(ctx, obj, a, data); err != nil {
+				if err := r.run(ctx, obj, a, data, facts); err != nil {
 					e.Cancel(fmt.Errorf("action %s: %w", a, err))
 					return
 				}
@@ -51,15 +53,15 @@ func (r *runner) fire(ctx context.Context, obj *unstructured.Unstructured, st St
 	return f.Current(), nil
 }
 
-// run runs one action.
-func (r *runner) run(ctx context.Context, obj *unstructured.Unstructured, a machine.Action, data func() map[string]any) error {
+// run runs one action; f (nil outside a pass) learns what it wrote of the related objects.
+func (r *runner) run(ctx context.Context, obj *unstructured.Unstructured, a machine.Action, data func() map[string]any, f *passFacts) error {
 	switch {
 	case a.Driver != "":
 		return r.e.o.Registry.actions[a.Driver](ctx, obj)
 	case a.Patch != nil:
 		return r.patch(ctx, obj, a.Patch, data())
 	case a.Apply != nil:
-		return r.apply(ctx, a.Apply, data())
+		return r.apply(ctx, a.Apply, data(), obj, f)
 	case a.Finalizer != nil:
 		return r.finalizer(ctx, obj, a.Finalizer)
 	case a.Delete:
@@ -191,8 +193,9 @@ func mergeByType(cur, patch []any) []any {
 }
 
 // apply server-side applies a related object from its template; with a patch template it
-// merge-patches the existing object instead and applies only a missing one.
-func (r *runner) apply(ctx context.Context, a *machine.ApplyAction, data map[string]any) error {
+// merge-patches the existing object instead and applies only a missing one. When the object
+// is one of owner's related objects, the pass's facts f learn it as written.
+func (r *runner) apply(ctx context.Context, a *machine.ApplyAction, data map[string]any, owner *unstructured.Unstructured, f *passFacts) error {
 	name, err := a.Name.RenderString(data)
 	if err != nil {
 		return fmt.Errorf("name template: %w", err)
@@ -203,6 +206,7 @@ func (r *runner) apply(ctx context.Context, a *machine.ApplyAction, data map[str
 			return fmt.Errorf("namespace template: %w", err)
 		}
 	}
+	w := r.relatedWrite(f, owner, a.Resource, ns, name)
 	if a.Patch != nil {
 		v, err := a.Patch.Render(data)
 		if err != nil {
@@ -212,7 +216,10 @@ func (r *runner) apply(ctx context.Context, a *machine.ApplyAction, data map[str
 		if err != nil {
 			return err
 		}
-		_, err = patchRV(ctx, r.e.o.Dynamic, a.Resource, ns, name, types.MergePatchType, body, metav1.PatchOptions{FieldManager: FieldManager})
+		w.start()
+		rv, err := patchRV(ctx, r.e.o.Dynamic, a.Resource, ns, name, types.MergePatchType, body, metav1.PatchOptions{FieldManager: FieldManager})
+		patch, _ := v.(map[string]any)
+		w.end(rv, err, func(before map[string]any) map[string]any { return mergePatch(before, patch) })
 		if !apierrors.IsNotFound(err) {
 			return err
 		}
@@ -236,8 +243,60 @@ func (r *runner) apply(ctx context.Context, a *machine.ApplyAction, data map[str
 		return err
 	}
 	force := true
-	_, err = patchRV(ctx, r.e.o.Dynamic, a.Resource, ns, name, types.ApplyPatchType, body, metav1.PatchOptions{FieldManager: FieldManager, Force: &force})
+	w.start()
+	rv, err := patchRV(ctx, r.e.o.Dynamic, a.Resource, ns, name, types.ApplyPatchType, body, metav1.PatchOptions{FieldManager: FieldManager, Force: &force})
+	w.end(rv, err, func(map[string]any) map[string]any { return obj })
 	return err
+}
+
+// relatedWrite is an action's write of one of a pass's related objects (zero: of any other
+// object, or outside a pass), announced to Writes so that its echo is told apart.
+type relatedWrite struct {
+	r    *runner
+	f    *passFacts
+	name string // the related object's name in the machine
+	gvr  schema.GroupVersionResource
+	key  string
+}
+
+func (r *runner) relatedWrite(f *passFacts, owner *unstructured.Unstructured, gvr schema.GroupVersionResource, ns, name string) relatedWrite {
+	if f == nil || owner == nil {
+		return relatedWrite{}
+	}
+	key := cache.ObjectName{Namespace: ns, Name: name}.String()
+	for _, n := range r.m.RelatedOrder {
+		rel := r.related[n]
+		if k, ok := rel.key(owner); ok && k == key && rel.spec.Resource == gvr {
+			return relatedWrite{r: r, f: f, name: n, gvr: gvr, key: key}
+		}
+	}
+	return relatedWrite{}
+}
+
+func (w relatedWrite) start() {
+	if w.f != nil {
+		w.f.Related(w.name) // read before the write: what the write changes
+		w.r.e.o.Informers.Writes().Writing(w.gvr, w.key, w.r.m.Name)
+	}
+}
+
+// end records the write's outcome: on success the object as written(the object before) at
+// rv. Events held meanwhile that were not its echo go to the object's watchers now.
+func (w relatedWrite) end(rv string, err error, written func(before map[string]any) map[string]any) {
+	if w.f == nil {
+		return
+	}
+	var news bool
+	if err != nil {
+		news = w.r.e.o.Informers.Writes().NotWritten(w.gvr, w.key)
+	} else {
+		news = w.f.wroteRelated(w.name, w.key, rv, written(w.f.Related(w.name)))
+	}
+	if news {
+		for _, owner := range w.r.relIndex.ownersOf(w.gvr, w.key) {
+			w.r.add(owner)
+		}
+	}
 }
 
 // finalizer adds or removes one finalizer with a merge patch carrying the cached

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/util/workqueue"
 )
 
 const renewMachine = `package machines
@@ -60,7 +61,7 @@ func TestApplyWithPatch(t *testing.T) {
 	r.e.o.Dynamic = dyn
 	data := TemplateData(r.m, Input{Object: node, Now: now}, nil)
 
-	if err := r.apply(context.Background(), a, data); err != nil {
+	if err := r.apply(context.Background(), a, data, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	patches := patchActions(dyn.Actions())
@@ -88,7 +89,7 @@ func TestApplyWithPatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	dyn.ClearActions()
-	_ = r.apply(context.Background(), a, data) // the fake may not implement apply; the request is what counts
+	_ = r.apply(context.Background(), a, data, nil, nil) // the fake may not implement apply; the request is what counts
 	patches = patchActions(dyn.Actions())
 	if len(patches) != 2 || patches[0].GetPatchType() != types.MergePatchType || patches[1].GetPatchType() != types.ApplyPatchType {
 		t.Fatalf("patches %+v, want a merge patch then an apply", patches)
@@ -136,5 +137,116 @@ func TestStatusPatch(t *testing.T) {
 	want := map[string]any{"phase": "Running", "podIP": "10.0.0.2", "message": nil}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("statusPatch = %v, want %v", got, want)
+	}
+}
+
+const timedRenewMachine = `package machines
+
+machine: holder: {
+	resource: {group: "", version: "v1", resource: "nodes"}
+	namespaced: false
+	related: lease: {
+		resource: {group: "coordination.k8s.io", version: "v1", resource: "leases"}
+		namespace: "kube-node-lease"
+		name:      "{{.object.metadata.name}}"
+	}
+	states: {
+		ready: on: [{
+			event: "renew"
+			after: {duration: "10s", since: "related.lease.spec.renewTime"}
+			to: "ready"
+			actions: [{apply: {
+				resource: {group: "coordination.k8s.io", version: "v1", resource: "leases"}
+				namespace: "kube-node-lease"
+				name:      "{{.object.metadata.name}}"
+				object: {apiVersion: "coordination.k8s.io/v1", kind: "Lease", spec: renewTime: "{{.nowMicro}}"}
+				patch: spec: renewTime: "{{.nowMicro}}"
+			}}]
+		}]
+		failed: terminal: true
+	}
+	initial: "ready"
+	terminalState: "failed"
+}
+`
+
+// TestRelatedWriteSetsTheNextTimer: the pass that renews a related Lease learns from its own
+// write when the next renewal is due (no second pass over the node for the Lease's echo); a
+// pass before the cache shows the write does not renew again; the write's echo does not
+// enqueue the node, while any other change of the Lease does.
+func TestRelatedWriteSetsTheNextTimer(t *testing.T) {
+	leases := schema.GroupVersionResource{Group: "coordination.k8s.io", Version: "v1", Resource: "leases"}
+	now := time.Date(2026, 7, 2, 0, 0, 0, 0, time.UTC)
+	r := testRunner(t, timedRenewMachine, NewRegistry(), now)
+	leaseAt := func(rv, renewed string) *unstructured.Unstructured {
+		return &unstructured.Unstructured{Object: map[string]any{"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+			"metadata": map[string]any{"name": "n1", "namespace": "kube-node-lease", "resourceVersion": rv},
+			"spec":     map[string]any{"holderIdentity": "n1", "renewTime": renewed}}}
+	}
+	old := leaseAt("10", "2026-07-01T23:59:45.000000Z") // renewed 15s ago: due
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+		map[schema.GroupVersionResource]string{leases: "LeaseList"}, old)
+	dyn.PrependReactor("patch", "leases", func(clienttesting.Action) (bool, runtime.Object, error) {
+		return true, leaseAt("11", "2026-07-02T00:00:00.000000Z"), nil
+	})
+	r.e.o.Dynamic = dyn
+	r.queue = workqueue.NewTypedRateLimitingQueue[string](workqueue.DefaultTypedControllerRateLimiter[string]())
+	t.Cleanup(r.queue.ShutDown)
+	rel := r.m.Related["lease"]
+	r.related["lease"] = relatedRef{spec: rel, inf: RelatedInformer(r.e.o.Informers, rel)}
+	if err := r.related["lease"].inf.GetStore().Add(old); err != nil {
+		t.Fatal(err)
+	}
+	node := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Node",
+		"metadata": map[string]any{"name": "n1", "uid": "u1", "resourceVersion": "3"}}}
+
+	pass := func() Step {
+		in := r.input(t.Context(), node, node)
+		st := r.step(t.Context(), &in)
+		r.afterRelatedWrites(t.Context(), "n1", &st, in.Object, in.Facts)
+		return st
+	}
+	st := pass()
+	if st.Event != "renew" || st.Outcome != Done {
+		t.Fatalf("first pass: event %q outcome %q err %v, want the renewal", st.Event, st.Outcome, st.Err)
+	}
+	if st.RequeueAfter != 10*time.Second {
+		t.Errorf("after the renewal the node is requeued after %v, want 10s (from the renewal it wrote)", st.RequeueAfter)
+	}
+	if n := len(patchActions(dyn.Actions())); n != 1 {
+		t.Fatalf("%d patches, want 1", n)
+	}
+
+	// The cache still shows the old Lease: a pass now must not renew again.
+	st = pass()
+	if st.Transition != nil || st.RequeueAfter != 10*time.Second {
+		t.Errorf("a pass before the cache caught up: event %q, requeue after %v; want none, 10s", st.Event, st.RequeueAfter)
+	}
+	if n := len(patchActions(dyn.Actions())); n != 1 {
+		t.Errorf("%d patches, want still 1", n)
+	}
+
+	r.relIndex.link(leases, "kube-node-lease/n1", "n1")
+	r.relatedChanged(leases, leaseAt("11", "2026-07-02T00:00:00.000000Z"), false)
+	if r.queue.Len() != 0 {
+		t.Error("the renewal's own echo enqueued the node")
+	}
+	r.relatedChanged(leases, leaseAt("12", "2026-07-02T00:00:01.000000Z"), false)
+	if r.queue.Len() != 1 {
+		t.Error("another change of the Lease did not enqueue the node")
+	}
+}
+
+// TestMergePatch follows RFC 7386: maps merge, null removes, anything else replaces, and
+// the target is left as it was.
+func TestMergePatch(t *testing.T) {
+	target := map[string]any{"a": "x", "m": map[string]any{"keep": int64(1), "drop": "y", "set": "old"}, "l": []any{"1"}}
+	got := mergePatch(target, map[string]any{"m": map[string]any{"drop": nil, "set": "new", "add": true}, "l": []any{"2"}, "n": map[string]any{"k": "v"}})
+	want := map[string]any{"a": "x", "m": map[string]any{"keep": int64(1), "set": "new", "add": true}, "l": []any{"2"}, "n": map[string]any{"k": "v"}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("merged %v, want %v", got, want)
+	}
+	if m := target["m"].(map[string]any); m["set"] != "old" || m["drop"] != "y" || len(m) != 3 {
+		t.Errorf("the target changed: %v", target)
 	}
 }

@@ -23,6 +23,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	k8slabels "k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/cache"
@@ -272,19 +273,31 @@ func triggerHandler(t machine.Trigger, keys func(obj any) []string, add func(key
 func (r *runner) watchRelated(rel machine.Related) {
 	ref := relatedRef{spec: rel, inf: RelatedInformer(r.e.o.Informers, rel)}
 	r.related[rel.Name] = ref
-	handler := func(obj any) {
-		if o := ObjectMeta(obj); o != nil {
-			key := cache.ObjectName{Namespace: o.GetNamespace(), Name: o.GetName()}.String()
-			for _, owner := range r.relIndex.ownersOf(rel.Resource, key) {
-				r.add(owner)
-			}
-		}
-	}
 	_ = r.e.o.Informers.AddHandler(ref.inf, cache.ResourceEventHandlerFuncs{
-		AddFunc:    handler,
-		UpdateFunc: func(_, cur any) { handler(cur) },
-		DeleteFunc: handler,
+		AddFunc:    func(obj any) { r.relatedChanged(rel.Resource, obj, false) },
+		UpdateFunc: func(_, cur any) { r.relatedChanged(rel.Resource, cur, false) },
+		DeleteFunc: func(obj any) { r.relatedChanged(rel.Resource, obj, true) },
 	})
+}
+
+// relatedChanged enqueues the owners of a related object that changed, unless the change is
+// the echo of the owner pass's own write, which that pass decided on (afterRelatedWrites).
+func (r *runner) relatedChanged(gvr schema.GroupVersionResource, obj any, deleted bool) {
+	o := ObjectMeta(obj)
+	if o == nil {
+		return
+	}
+	key := cache.ObjectName{Namespace: o.GetNamespace(), Name: o.GetName()}.String()
+	cur := obj
+	if deleted {
+		cur = nil
+	}
+	if r.e.o.Informers.Writes().Echo(gvr, key, r.m.Name, cur) {
+		return
+	}
+	for _, owner := range r.relIndex.ownersOf(gvr, key) {
+		r.add(owner)
+	}
 }
 
 // RelatedInformer returns the informer a related object is read from: restricted to the one
@@ -583,6 +596,7 @@ func (r *runner) sync(ctx context.Context, key string) (Step, *unstructured.Unst
 			}
 		}
 	}
+	r.afterRelatedWrites(ctx, key, &st, obj, in.Facts)
 	if st.Transition != nil && st.Outcome == Done {
 		r.record(key, st, "ok")
 		r.e.o.Observer.Transition(r.m.Name, st.From, st.To, st.Event)
@@ -594,6 +608,31 @@ func (r *runner) sync(ctx context.Context, key string) (Step, *unstructured.Unst
 		}
 	}
 	return st, obj
+}
+
+// afterRelatedWrites stands in for the echoes of the related objects the pass wrote, which
+// their informers' handlers do not pass on (Writes.Echo): a Lease renewal would otherwise cost
+// a second pass over its node only to learn when the next renewal is due. The object is
+// decided on again, reading what the pass wrote, and requeued for its next timer, or at once
+// when a transition is due. A pass that did not finish lets the echoes through instead.
+func (r *runner) afterRelatedWrites(ctx context.Context, key string, st *Step, obj *unstructured.Unstructured, facts Facts) {
+	f, _ := facts.(*passFacts)
+	if f == nil || len(f.wrote) == 0 {
+		return
+	}
+	if st.Outcome != Done {
+		for _, k := range f.wrote {
+			r.e.o.Informers.Writes().PassOnEcho(k.gvr, k.key)
+		}
+		return
+	}
+	next := Decide(r.m, r.input(ctx, obj, nil))
+	switch {
+	case next.Transition != nil || next.Outcome != Done:
+		r.add(key)
+	case next.RequeueAfter > 0 && (st.RequeueAfter == 0 || next.RequeueAfter < st.RequeueAfter):
+		st.RequeueAfter = next.RequeueAfter
+	}
 }
 
 // step is the pass without the status write: Decide, fire the transition (running its
@@ -624,7 +663,8 @@ func (r *runner) step(ctx context.Context, in *Input) Step {
 			}
 			return data
 		}
-		to, err := r.fire(ctx, in.Object, st, lazy)
+		f, _ := in.Facts.(*passFacts)
+		to, err := r.fire(ctx, in.Object, st, lazy, f)
 		if b, ok := asBlocked(err); ok {
 			st = BlockedStep(r.m, st, b, *in)
 			if st.Outcome != Done {

@@ -20,6 +20,8 @@ type passFacts struct {
 	obj      *unstructured.Unstructured
 	observed map[string]observed
 	related  map[string]map[string]any
+	// wrote are the related objects the pass's actions wrote (their echoes are not passed on).
+	wrote []writeKey
 }
 
 type observed struct {
@@ -50,12 +52,51 @@ func (f *passFacts) Related(name string) map[string]any {
 	if rel, ok := f.r.related[name]; ok {
 		if key, ok := rel.key(f.obj); ok {
 			f.r.relIndex.link(rel.spec.Resource, key, cacheKey(f.obj))
-			if o, exists, _ := rel.inf.GetStore().GetByKey(key); exists {
+			o, exists, _ := rel.inf.GetStore().GetByKey(key)
+			if !exists {
+				o = nil
+			}
+			// Our own write the cache does not show yet (a pass's apply action): a pass
+			// deciding on the older object would write again.
+			if w, lags := f.r.e.o.Informers.Writes().Object(rel.spec.Resource, key, o); lags {
+				out = w
+			} else if exists {
 				out = asMap(o)
 			}
 		}
 	}
 	f.related[name] = out
+	return out
+}
+
+// wroteRelated remembers that the pass's action wrote the related object name, leaving it as
+// obj with resourceVersion rv; news as Writes.WroteObject.
+func (f *passFacts) wroteRelated(name string, key string, rv string, obj map[string]any) (news bool) {
+	gvr := f.r.related[name].spec.Resource
+	news = f.r.e.o.Informers.Writes().WroteObject(gvr, key, rv, f.r.m.Name, obj)
+	f.related[name] = obj
+	f.wrote = append(f.wrote, writeKey{gvr, key})
+	return news
+}
+
+// mergePatch returns target with an RFC 7386 JSON merge patch applied, as the API server
+// applies it; target is not modified (maps on the patch's paths are copied).
+func mergePatch(target map[string]any, patch map[string]any) map[string]any {
+	out := make(map[string]any, len(target)+len(patch))
+	for k, v := range target {
+		out[k] = v
+	}
+	for k, v := range patch {
+		switch pv := v.(type) {
+		case nil:
+			delete(out, k)
+		case map[string]any:
+			tv, _ := out[k].(map[string]any)
+			out[k] = mergePatch(tv, pv)
+		default:
+			out[k] = v
+		}
+	}
 	return out
 }
 

@@ -28,6 +28,8 @@ type written struct {
 	rv uint64
 	// by groups writes for LaggingBy (a pool's UID: the slices one pool's passes wrote).
 	by string
+	// The rest is for writes of objects other passes watch (echoes.go).
+	echo
 }
 
 // Wrote records a write of the object with key (cache key: "namespace/name" or name) of gvr
@@ -52,8 +54,8 @@ func (w *Writes) Lags(gvr schema.GroupVersionResource, key string, cached any) b
 	defer w.mu.Unlock()
 	k := writeKey{gvr, key}
 	e, ok := w.m[k]
-	if !ok {
-		return false
+	if !ok || e.writing {
+		return false // nothing written yet
 	}
 	var caught bool
 	switch {
@@ -68,7 +70,9 @@ func (w *Writes) Lags(gvr schema.GroupVersionResource, key string, cached any) b
 			caught = err != nil || have >= e.rv
 		}
 	}
-	if caught {
+	if caught && e.obj == nil {
+		// A written object (echoes.go) is forgotten by its echo, which the informer hands
+		// its watchers after its cache shows it.
 		delete(w.m, k)
 	}
 	return !caught

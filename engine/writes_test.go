@@ -73,3 +73,86 @@ func TestExpectIgnoresAnEmptyResourceVersion(t *testing.T) {
 		t.Error("an answer with a newer resourceVersion did not")
 	}
 }
+
+// TestWritesEchoOfAWrittenObject: while the cache lags a written object, Object hands out the
+// object as written; the event carrying exactly that write is its echo for the watcher that
+// wrote it and news for any other; an older event arriving first, or a pass that did not
+// finish (PassOnEcho), makes the echo news; a delete is always news. Events that arrive while
+// the write is under way are held until its answer tells whether they were its echo.
+func TestWritesEchoOfAWrittenObject(t *testing.T) {
+	written := map[string]any{"spec": map[string]any{"renewTime": "2026-07-02T00:00:10.000000Z"}}
+	var w Writes
+	w.WroteObject(podsGVR, "ns/p", "10", "node", written)
+	if got, ok := w.Object(podsGVR, "ns/p", podAt("9")); !ok || got["spec"] == nil {
+		t.Fatalf("Object over an older cached object = %v, %v; want the written one", got, ok)
+	}
+	if got, ok := w.Object(podsGVR, "ns/p", nil); !ok || got == nil {
+		t.Error("Object before the cache holds the object at all: not the written one")
+	}
+	// The informer's cache shows the write before its handlers hear of it.
+	if _, ok := w.Object(podsGVR, "ns/p", podAt("10")); ok {
+		t.Error("Object over a cache that caught up: the written one")
+	}
+	if w.Echo(podsGVR, "ns/p", "other-machine", podAt("10")) {
+		t.Error("another watcher's event counted as its own echo")
+	}
+	if !w.Echo(podsGVR, "ns/p", "node", podAt("10")) {
+		t.Error("the write's own echo is news")
+	}
+	if w.Echo(podsGVR, "ns/p", "node", podAt("10")) {
+		t.Error("an echo counted twice")
+	}
+	if _, ok := w.Object(podsGVR, "ns/p", podAt("9")); ok {
+		t.Error("the written object outlived its echo")
+	}
+
+	w.WroteObject(podsGVR, "ns/p", "20", "node", written)
+	if w.Echo(podsGVR, "ns/p", "node", podAt("15")) {
+		t.Error("an event older than the write counted as its echo")
+	}
+	if w.Echo(podsGVR, "ns/p", "node", podAt("20")) {
+		t.Error("the echo after an interleaved event is not news")
+	}
+
+	w.WroteObject(podsGVR, "ns/p", "30", "node", written)
+	if w.Echo(podsGVR, "ns/p", "node", podAt("31")) {
+		t.Error("a newer event than the write counted as its echo")
+	}
+	w.WroteObject(podsGVR, "ns/p", "40", "node", written)
+	w.PassOnEcho(podsGVR, "ns/p")
+	if w.Echo(podsGVR, "ns/p", "node", podAt("40")) {
+		t.Error("the echo of an unfinished pass's write is not news")
+	}
+	w.WroteObject(podsGVR, "ns/p", "50", "node", written)
+	if w.Echo(podsGVR, "ns/p", "node", nil) {
+		t.Error("a delete counted as an echo")
+	}
+	if _, ok := w.Object(podsGVR, "ns/p", podAt("1")); ok {
+		t.Error("a delete left the written object behind")
+	}
+
+	w.Writing(podsGVR, "ns/p", "node")
+	if !w.Echo(podsGVR, "ns/p", "node", podAt("60")) {
+		t.Error("an event during the write was not held")
+	}
+	if w.WroteObject(podsGVR, "ns/p", "60", "node", written) {
+		t.Error("the write's own echo, heard before its answer, was news")
+	}
+	w.Writing(podsGVR, "ns/p", "node")
+	w.Echo(podsGVR, "ns/p", "node", podAt("65"))
+	w.Echo(podsGVR, "ns/p", "node", podAt("70"))
+	if !w.WroteObject(podsGVR, "ns/p", "70", "node", written) {
+		t.Error("another change heard during the write was not news")
+	}
+	w.Writing(podsGVR, "ns/p", "node")
+	if w.Lags(podsGVR, "ns/p", podAt("1")) {
+		t.Error("a write under way lags")
+	}
+	w.Echo(podsGVR, "ns/p", "node", podAt("75"))
+	if !w.NotWritten(podsGVR, "ns/p") {
+		t.Error("a change heard during a failed write was not news")
+	}
+	if w.NotWritten(podsGVR, "ns/p") {
+		t.Error("a failed write reported news twice")
+	}
+}
