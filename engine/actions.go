@@ -142,9 +142,18 @@ func metadataChanges(obj *unstructured.Unstructured, md map[string]any) bool {
 // MergeStatus merges patch into status like a strategic merge patch of conditions: maps merge
 // key by key, lists of objects with a "type" merge element by type (so a patch of the Ready
 // condition keeps the others), other values replace, null deletes.
-func MergeStatus(status, patch map[string]any) map[string]any {
-	out := make(map[string]any, len(status)+len(patch))
-	for k, v := range status {
+func MergeStatus(status, patch map[string]any) map[string]any { return merge(status, patch, true) }
+
+// mergePatch returns target with an RFC 7386 JSON merge patch applied, as the API server
+// applies an apply action's patch: lists replace.
+func mergePatch(target, patch map[string]any) map[string]any { return merge(target, patch, false) }
+
+// merge returns target with patch merged in: maps key by key, null deletes, other values
+// replace; with byType lists of objects with a "type" merge element by type. target is not
+// modified (maps on the patch's paths are copied).
+func merge(target, patch map[string]any, byType bool) map[string]any {
+	out := make(map[string]any, len(target)+len(patch))
+	for k, v := range target {
 		out[k] = v
 	}
 	for k, v := range patch {
@@ -153,10 +162,14 @@ func MergeStatus(status, patch map[string]any) map[string]any {
 			delete(out, k)
 		case map[string]any:
 			cur, _ := out[k].(map[string]any)
-			out[k] = MergeStatus(cur, pv)
+			out[k] = merge(cur, pv, byType)
 		case []any:
-			cur, _ := out[k].([]any)
-			out[k] = mergeByType(cur, pv)
+			if byType {
+				cur, _ := out[k].([]any)
+				out[k] = mergeByType(cur, pv)
+			} else {
+				out[k] = v
+			}
 		default:
 			out[k] = v
 		}

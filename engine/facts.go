@@ -79,27 +79,6 @@ func (f *passFacts) wroteRelated(name string, key string, rv string, obj map[str
 	return news
 }
 
-// mergePatch returns target with an RFC 7386 JSON merge patch applied, as the API server
-// applies it; target is not modified (maps on the patch's paths are copied).
-func mergePatch(target map[string]any, patch map[string]any) map[string]any {
-	out := make(map[string]any, len(target)+len(patch))
-	for k, v := range target {
-		out[k] = v
-	}
-	for k, v := range patch {
-		switch pv := v.(type) {
-		case nil:
-			delete(out, k)
-		case map[string]any:
-			tv, _ := out[k].(map[string]any)
-			out[k] = mergePatch(tv, pv)
-		default:
-			out[k] = v
-		}
-	}
-	return out
-}
-
 // asMap returns an informer object as JSON-like map (typed and compact objects are converted).
 func asMap(o any) map[string]any {
 	if u, ok := o.(*unstructured.Unstructured); ok {
