@@ -108,8 +108,10 @@ type Config struct {
 	// Gang* size the gangs phase: Gangs PodGroups of GangSize pods, each pod a whole node's
 	// GangDevices devices, on GangNodes nodes, on the dra-all profile (issue 31).
 	GangNodes, GangDevices, GangSize, Gangs int
+	// Replay sizes the replay phase (replay.go).
+	Replay ReplayConfig
 	// Only, when non-empty, selects phases: unit, publish, alloc, churn, cost, memory, explain,
-	// nodes, scale-publish, scale-nodes, workloads, gangs.
+	// nodes, scale-publish, scale-nodes, workloads, gangs, replay.
 	Only map[string]bool
 }
 
@@ -127,6 +129,7 @@ func DefaultConfig() Config {
 		Scale:         DefaultScaleConfig(),
 		WorkloadNodes: 500, WorkloadDevices: 10, WorkloadPods: 5000, WorkloadRounds: 2,
 		GangNodes: 500, GangDevices: 8, GangSize: 8, Gangs: 60,
+		Replay: DefaultReplayConfig(),
 	}
 }
 
@@ -187,6 +190,14 @@ func Run(ctx context.Context, cfg Config, log io.Writer) ([]Row, error) {
 			fail("gangs: DRAForge vs KWOK", err)
 		} else {
 			rows = append(rows, GangRows(r)...)
+		}
+	}
+	if cfg.run("replay") {
+		r, err := runReplay(ctx, cfg.Replay, log)
+		if err != nil {
+			fail("replay", err)
+		} else {
+			rows = append(rows, r...)
 		}
 	}
 	if !cfg.run("publish") && !cfg.run("alloc") && !cfg.run("churn") && !cfg.run("cost") && !cfg.run("nodes") {
@@ -305,18 +316,48 @@ func Run(ctx context.Context, cfg Config, log io.Writer) ([]Row, error) {
 
 // runWorkloads runs the workloads machinery with shape on control planes of its own, with a
 // controller built for it, and returns the result.
-func runWorkloads(ctx context.Context, shape WorkloadShape, nodes, devices, pods, rounds int, log io.Writer) (*WorkloadsResult, error) {
-	dir, err := os.MkdirTemp("", "draforge-bench-"+shape.Name+"-")
+func runWorkloads(ctx context.Context, shape WorkloadShape, nodes, devices, pods, rounds int, log io.Writer) (r *WorkloadsResult, err error) {
+	err = withController(ctx, shape.Name, log, func(dir, bin string) error {
+		r, err = Workloads(ctx, dir, bin, shape, nodes, devices, pods, rounds, log)
+		return err
+	})
+	return r, err
+}
+
+// withController runs phase in a temporary directory holding a freshly built controller.
+func withController(ctx context.Context, name string, log io.Writer, phase func(dir, bin string) error) error {
+	dir, err := os.MkdirTemp("", "draforge-bench-"+name+"-")
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer os.RemoveAll(dir)
 	bin := filepath.Join(dir, "draforge")
 	if err := BuildController(ctx, bin, log); err != nil {
-		return nil, err
+		return err
 	}
-	return Workloads(ctx, dir, bin, shape, nodes, devices, pods, rounds, log)
+	return phase(dir, bin)
 }
+
+// runReplay replays a generated trace at scale and measures the time-compression error.
+func runReplay(ctx context.Context, c ReplayConfig, log io.Writer) (rows []Row, err error) {
+	err = withController(ctx, "replay", log, func(dir, bin string) error {
+		r, err := Replay(ctx, dir, bin, c, log)
+		if err != nil {
+			return err
+		}
+		cmp, err := CompressionError(ctx, dir, bin, c.Speed, log)
+		if err != nil {
+			return fmt.Errorf("time-compression error: %w", err)
+		}
+		rows = ReplayRows(r, cmp, ReplayTolerance)
+		return nil
+	})
+	return rows, err
+}
+
+// ReplayTolerance is the time-compression error docs/your-cluster.md states: a job's wait at
+// 60x within 30 simulated seconds of its wait at 1x (test/e2e's replayTolerance).
+const ReplayTolerance = 30 * time.Second
 
 // GangShape is the gangs phase's workload: every pod a whole node's devices, in gangs, on the
 // dra-all profile (PodGroups are GenericWorkload, off by default in 1.37).

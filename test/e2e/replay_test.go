@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/draforge/draforge/drivers/replay"
+	"github.com/draforge/draforge/drivers/trace"
 	"github.com/draforge/draforge/test/browser"
 )
 
@@ -155,5 +156,52 @@ func TestReplaySmallTrace(t *testing.T) {
 				t.Errorf("%s lacks %q", page, s)
 			}
 		}
+	}
+}
+
+// TestReplayGeneratedTrace generates a Helios-shaped trace with `draforge trace generate` for
+// the 12 GPUs of the example cluster (nodes of 4, so bigger jobs are split into pods of 4) and
+// replays it at 60x through kube-scheduler: every job is submitted, starts and ends (a job of
+// several pods that is not a gang runs pod by pod when the cluster is smaller than it).
+func TestReplayGeneratedTrace(t *testing.T) {
+	if testing.Short() {
+		t.Skip("replays a trace")
+	}
+	replayCluster(t)
+	dir := t.TempDir()
+	file := filepath.Join(dir, "helios.yaml")
+	r := mustCLIAt(t, kubeconfigPath, "trace", "generate", "--model", "helios", "--jobs", "24", "--span", "3m",
+		"--max-duration", "90s", "--devices-per-node", "4", "--seed", "5", "-o", file)
+	if !strings.Contains(r.stderr, "24 jobs") {
+		t.Errorf("generate said %q", r.stderr)
+	}
+	src, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := trace.Decode(file, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	split := 0
+	for _, j := range tr.Jobs {
+		if j.Pods > 1 {
+			split++
+		}
+	}
+	if split == 0 {
+		t.Fatal("seed 5 no longer draws a job bigger than a node: pick a seed that does")
+	}
+	rec := replayed(t, file, "60", filepath.Join(dir, "60x"))
+	s := replay.Summarize(rec)
+	submitted := 0
+	for _, j := range rec.Jobs {
+		if j.Submitted != nil {
+			submitted++
+		}
+	}
+	if rec.Ended != "complete" || submitted != 24 || s.Started != 24 || s.Finished != 24 {
+		t.Errorf("ended %q: %d submitted, %d started, %d finished (%d jobs split into pods of 4); want all 24",
+			rec.Ended, submitted, s.Started, s.Finished, split)
 	}
 }

@@ -24,7 +24,7 @@ import (
 func main() {
 	cfg := bench.DefaultConfig()
 	jsonOut := flag.String("json", "", "also write the run's rows, commit, date, arguments and verdict as JSON to this file (for `go tool task bench:table`)")
-	only := flag.String("only", "", "comma-separated phases to run: unit, memory, explain, alloc, churn, cost, publish, nodes, scale-publish, scale-nodes, workloads, gangs (default all)")
+	only := flag.String("only", "", "comma-separated phases to run: unit, memory, explain, alloc, churn, cost, publish, nodes, scale-publish, scale-nodes, workloads, gangs, replay (default all)")
 	flag.IntVar(&cfg.PubNodes, "pub-nodes", cfg.PubNodes, "nodes for slice publication")
 	flag.IntVar(&cfg.PubDevices, "pub-devices", cfg.PubDevices, "devices per node for slice publication")
 	flag.IntVar(&cfg.AllocNodes, "alloc-nodes", cfg.AllocNodes, "nodes for claim allocation")
@@ -58,6 +58,11 @@ func main() {
 	flag.IntVar(&cfg.GangSize, "gang-size", cfg.GangSize, "pods per gang for the gangs phase")
 	flag.IntVar(&cfg.Gangs, "gangs", cfg.Gangs, "gangs for the gangs phase")
 	flag.IntVar(&cfg.WorkloadRounds, "wl-rounds", cfg.WorkloadRounds, "runs of each workloads side, interleaved (DRAForge, KWOK, KWOK, DRAForge, ...)")
+	flag.IntVar(&cfg.Replay.Nodes, "replay-nodes", cfg.Replay.Nodes, "simulated nodes for the replay phase")
+	flag.IntVar(&cfg.Replay.Jobs, "replay-jobs", cfg.Replay.Jobs, "jobs of the replay phase's generated trace")
+	flag.Float64Var(&cfg.Replay.Speed, "replay-speed", cfg.Replay.Speed, "speed of the replay phase")
+	flag.StringVar(&cfg.Replay.Model, "replay-model", cfg.Replay.Model, "trace model of the replay phase (draforge trace generate --model)")
+	flag.DurationVar(&cfg.Replay.MaxDuration, "replay-max-duration", cfg.Replay.MaxDuration, "longest run of the replay phase's trace")
 	flag.Parse()
 	sizes, err := parseInts(*scaleSizes)
 	if err != nil {
