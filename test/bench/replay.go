@@ -139,10 +139,8 @@ func Replay(ctx context.Context, dir, bin string, c ReplayConfig, log io.Writer)
 			res.LastArrival, res.LastSubmitted = j.Arrival, *j.Submitted
 		}
 	}
-	if len(lags) > 0 {
-		slices.Sort(lags)
-		res.SubmitLagP50, res.SubmitLagP99 = lags[len(lags)/2], lags[len(lags)*99/100]
-	}
+	slices.Sort(lags)
+	res.SubmitLagP50, res.SubmitLagP99 = quantile(lags, 0.50), quantile(lags, 0.99)
 	fmt.Fprintf(log, "bench: replay: %s simulated in %s (%s): %d of %d jobs submitted (last at %s for %s), %d started, %d finished, %d never started; wait p50 %s p99 %s; submit lag p50 %s p99 %s; controller CPU %s, control plane %v\n",
 		rec.Simulated.Round(time.Second), rec.Wall.Round(time.Second), rec.Ended, len(lags), len(t.Jobs), res.LastSubmitted.Round(time.Second), res.LastArrival.Round(time.Second),
 		res.Summary.Started, res.Summary.Finished, len(res.Summary.NeverStarted), res.Summary.Wait.P50, res.Summary.Wait.P99,
