@@ -2,6 +2,8 @@ package benchrun
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -98,5 +100,44 @@ func TestReplace(t *testing.T) {
 		if _, err := Replace(bad, "t"); err == nil {
 			t.Errorf("%s: Replace accepted %q", name, bad)
 		}
+	}
+}
+
+// TestHistory keeps runs under names that sort by date and lists them newest first with their
+// misses, marking the table's run.
+func TestHistory(t *testing.T) {
+	dir := t.TempDir()
+	passed := sample()
+	missed := sample()
+	missed.Commit, missed.Date, missed.Args = "0123456789abcdef", passed.Date.Add(-time.Hour), []string{"-only", "replay", "-json", "x"}
+	missed.Verdict = "1 row(s) missed their target: speed"
+	missed.Rows = append(missed.Rows, Row{Metric: "speed", Value: "56.3", Target: ">= 59", Result: "NO"})
+	if got := FileName(missed); got != "2026-12-05T0500Z-0123456789ab.json" {
+		t.Errorf("FileName %q", got)
+	}
+	for _, r := range []*Run{passed, missed} {
+		var b bytes.Buffer
+		if err := Write(&b, r); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, FileName(r)), b.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runs, err := ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "Every run kept in `docs/bench-runs/`, newest first (2):\n\n" +
+		"- 2026-12-05 06:00 UTC, `abc`, full run, 34m2s **(this table)**: every target met\n" +
+		"- 2026-12-05 05:00 UTC, `0123456789ab`, phases replay, 34m2s: 1 missed: speed (56.3; target >= 59)\n"
+	if got := History(runs, passed); got != want {
+		t.Errorf("History:\n%s\nwant:\n%s", got, want)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "bad.json"), []byte("{"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadDir(dir); err == nil || !strings.Contains(err.Error(), "bad.json") {
+		t.Errorf("a bad kept run: %v, want an error naming it", err)
 	}
 }

@@ -6,6 +6,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"flag"
 	"fmt"
@@ -24,6 +25,7 @@ import (
 func main() {
 	cfg := bench.DefaultConfig()
 	jsonOut := flag.String("json", "", "also write the run's rows, commit, date, arguments and verdict as JSON to this file (for `go tool task bench:table`)")
+	keepDir := flag.String("keep", "", "also keep the -json record in this directory under its date and commit (docs/bench-runs: every full run is kept in the repository)")
 	only := flag.String("only", "", "comma-separated phases to run: unit, memory, explain, alloc, churn, cost, publish, nodes, scale-publish, scale-nodes, workloads, gangs, replay (default all)")
 	flag.IntVar(&cfg.PubNodes, "pub-nodes", cfg.PubNodes, "nodes for slice publication")
 	flag.IntVar(&cfg.PubDevices, "pub-devices", cfg.PubDevices, "devices per node for slice publication")
@@ -96,7 +98,7 @@ func main() {
 	fmt.Printf("\n(total %s)\n", total)
 	verdict := bench.Verdict(rows, err)
 	if record != nil {
-		if err := writeRecord(*jsonOut, record, rows, total, verdict); err != nil {
+		if err := writeRecord(*jsonOut, *keepDir, record, rows, total, verdict); err != nil {
 			fmt.Fprintln(os.Stderr, "benchreport: -json:", err)
 			os.Exit(1)
 		}
@@ -107,8 +109,9 @@ func main() {
 	}
 }
 
-// writeRecord completes r with the run's rows, duration and verdict and writes it to file.
-func writeRecord(file string, r *benchrun.Run, rows []bench.Row, total time.Duration, verdict error) error {
+// writeRecord completes r with the run's rows, duration and verdict and writes it to file,
+// and to keepDir under benchrun.FileName when keepDir is set.
+func writeRecord(file, keepDir string, r *benchrun.Run, rows []bench.Row, total time.Duration, verdict error) error {
 	r.Duration = total.String()
 	r.Verdict = "pass"
 	if verdict != nil {
@@ -121,18 +124,23 @@ func writeRecord(file string, r *benchrun.Run, rows []bench.Row, total time.Dura
 		r.Rows = append(r.Rows, benchrun.Row{Metric: row.Metric, Value: row.Value, Baseline: row.Baseline, Ratio: row.Ratio,
 			Target: row.Target, Result: row.Status(), Pass: row.Status() != "NO" && row.Status() != "FAILED"})
 	}
-	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+	var buf bytes.Buffer
+	if err := benchrun.Write(&buf, r); err != nil {
 		return err
 	}
-	f, err := os.Create(file)
-	if err != nil {
-		return err
+	files := []string{file}
+	if keepDir != "" {
+		files = append(files, filepath.Join(keepDir, benchrun.FileName(r)))
 	}
-	if err := benchrun.Write(f, r); err != nil {
-		f.Close()
-		return err
+	for _, f := range files {
+		if err := os.MkdirAll(filepath.Dir(f), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(f, buf.Bytes(), 0o644); err != nil {
+			return err
+		}
 	}
-	return f.Close()
+	return nil
 }
 
 func joinInts(v []int) string {

@@ -21,15 +21,20 @@ func TestWriteRecord(t *testing.T) {
 		{Metric: "unmeasured", Skip: true},
 		{Metric: "broken", Value: "failed: x", Skip: true, Failed: true},
 	}
-	file := filepath.Join(t.TempDir(), "bench", "run.json")
+	dir := t.TempDir()
+	file, keep := filepath.Join(dir, "bench", "run.json"), filepath.Join(dir, "runs")
 	start := time.Date(2026, 12, 5, 6, 0, 0, 0, time.UTC)
 	r := &benchrun.Run{Commit: "abc", Date: start}
-	if err := writeRecord(file, r, rows, 34*time.Minute, errors.New("2 row(s) missed their target: missed; broken")); err != nil {
+	if err := writeRecord(file, keep, r, rows, 34*time.Minute, errors.New("2 row(s) missed their target: missed; broken")); err != nil {
 		t.Fatal(err)
 	}
 	data, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The same record is kept under its date and commit.
+	if kept, err := os.ReadFile(filepath.Join(keep, "2026-12-05T0600Z-abc.json")); err != nil || string(kept) != string(data) {
+		t.Errorf("kept record: %v (same as -json: %v)", err, string(kept) == string(data))
 	}
 	got, err := benchrun.Read(file, data)
 	if err != nil {

@@ -1,20 +1,24 @@
 // Command benchtable renders a bench run's record (`benchreport -json FILE`) as the Markdown
 // table of docs/benchmarks.md: with -doc it rewrites the table between the document's
-// benchtable markers, else it prints the table. `go tool task bench:table` runs it.
+// benchtable markers, else it prints the table. With -runs DIR it keeps the run in DIR (the
+// runs kept in the repository, docs/bench-runs) and lists every run kept there with its misses
+// below the table. `go tool task bench:table` runs it.
 package main
 
 import (
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"github.com/draforge/draforge/test/bench/benchrun"
 )
 
 func main() {
 	doc := flag.String("doc", "", "Markdown file whose table between "+benchrun.Begin+" and "+benchrun.End+" is rewritten (default: print the table)")
+	runs := flag.String("runs", "", "directory of kept runs: the run is kept there (as "+benchrun.FileName(&benchrun.Run{Commit: "<commit>"})+") and every run there is listed below the table")
 	flag.Usage = func() {
-		fmt.Fprintln(flag.CommandLine.Output(), "usage: benchtable [-doc FILE.md] RUN.json")
+		fmt.Fprintln(flag.CommandLine.Output(), "usage: benchtable [-doc FILE.md] [-runs DIR] RUN.json")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
@@ -22,13 +26,13 @@ func main() {
 		flag.Usage()
 		os.Exit(2)
 	}
-	if err := run(flag.Arg(0), *doc); err != nil {
+	if err := run(flag.Arg(0), *doc, *runs); err != nil {
 		fmt.Fprintln(os.Stderr, "benchtable:", err)
 		os.Exit(1)
 	}
 }
 
-func run(runFile, docFile string) error {
+func run(runFile, docFile, runsDir string) error {
 	data, err := os.ReadFile(runFile)
 	if err != nil {
 		return err
@@ -38,6 +42,16 @@ func run(runFile, docFile string) error {
 		return err
 	}
 	table := benchrun.Markdown(r)
+	if runsDir != "" {
+		if err := keep(runsDir, r, data); err != nil {
+			return err
+		}
+		kept, err := benchrun.ReadDir(runsDir)
+		if err != nil {
+			return err
+		}
+		table += "\n" + benchrun.History(kept, r)
+	}
 	if docFile == "" {
 		_, err := os.Stdout.WriteString(table)
 		return err
@@ -51,4 +65,16 @@ func run(runFile, docFile string) error {
 		return fmt.Errorf("%s: %w", docFile, err)
 	}
 	return os.WriteFile(docFile, []byte(out), 0o644)
+}
+
+// keep writes the run's record into dir unless a run of the same name is there already.
+func keep(dir string, r *benchrun.Run, data []byte) error {
+	name := filepath.Join(dir, benchrun.FileName(r))
+	if _, err := os.Stat(name); err == nil {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(name, data, 0o644)
 }
