@@ -203,7 +203,7 @@ func TestRelatedWriteSetsTheNextTimer(t *testing.T) {
 	pass := func() Step {
 		in := r.input(t.Context(), node, node)
 		st := r.step(t.Context(), &in)
-		r.afterRelatedWrites(t.Context(), "n1", &st, in.Object, in.Facts)
+		r.decideAgain(t.Context(), "n1", &st, in.Object, in.Facts, false)
 		return st
 	}
 	st := pass()

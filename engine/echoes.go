@@ -8,7 +8,7 @@ import (
 )
 
 // A pass that writes an object its machine watches as a related object (the node machine
-// renewing a Lease) decides on what it wrote at once (runner.afterRelatedWrites), so the
+// renewing a Lease) decides on what it wrote at once (runner.decideAgain), so the
 // write's echo from the informer is no news to its watcher: Writes remembers such a write
 // until the echo, to tell it apart from other changes. The watch may deliver the echo before
 // the write's answer: events that arrive while a write is under way are held until the
@@ -26,14 +26,16 @@ type echo struct {
 	passOn bool
 }
 
-// Writing announces a write of key by the watcher by (a machine's name).
+// Writing announces a write of key by the watcher by (a machine's name). An earlier write the
+// cache has not shown yet still counts for Lags meanwhile.
 func (w *Writes) Writing(gvr schema.GroupVersionResource, key, by string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.m == nil {
 		w.m = map[writeKey]written{}
 	}
-	w.m[writeKey{gvr, key}] = written{by: by, echo: echo{writing: true}}
+	k := writeKey{gvr, key}
+	w.m[k] = written{rv: w.m[k].rv, by: by, echo: echo{writing: true}}
 }
 
 // WroteObject ends the write Writing announced: it left obj at rv. Object hands obj out while

@@ -189,14 +189,8 @@ func newRunner(e *Engine, m *machine.Machine) (*runner, error) {
 	r.queue = workqueue.NewTypedRateLimitingQueueWithConfig[string](r.limiter,
 		workqueue.TypedRateLimitingQueueConfig[string]{Name: m.Name})
 	own := cache.ResourceEventHandlerFuncs{
-		AddFunc: r.enqueueObj,
-		UpdateFunc: func(old, cur any) {
-			// Resyncs and no-op updates carry the same resourceVersion: nothing to do.
-			if o, c := ObjectMeta(old), ObjectMeta(cur); o != nil && c != nil && o.GetResourceVersion() == c.GetResourceVersion() {
-				return
-			}
-			r.enqueueObj(cur)
-		},
+		AddFunc:    r.enqueueObj,
+		UpdateFunc: r.updated,
 		// A delete is passed on even when its labels no longer match (the pass forgets the
 		// key), but not for an object the selector's test never let through.
 		DeleteFunc: func(obj any) {
@@ -281,7 +275,7 @@ func (r *runner) watchRelated(rel machine.Related) {
 }
 
 // relatedChanged enqueues the owners of a related object that changed, unless the change is
-// the echo of the owner pass's own write, which that pass decided on (afterRelatedWrites).
+// the echo of the owner pass's own write, which that pass decided on (decideAgain).
 func (r *runner) relatedChanged(gvr schema.GroupVersionResource, obj any, deleted bool) {
 	o := ObjectMeta(obj)
 	if o == nil {
@@ -379,6 +373,20 @@ func ObjectMeta(obj any) metav1.Object {
 		return nil
 	}
 	return o
+}
+
+// updated enqueues an object that changed, unless the change is none (a resync) or the echo
+// of this machine's own status write, which the writing pass decided on (decideAgain).
+func (r *runner) updated(old, cur any) {
+	o, c := ObjectMeta(old), ObjectMeta(cur)
+	if o == nil || c == nil || o.GetResourceVersion() == c.GetResourceVersion() {
+		return
+	}
+	key := cache.ObjectName{Namespace: c.GetNamespace(), Name: c.GetName()}.String()
+	if r.e.o.Informers.Writes().Echo(r.m.Resource, key, r.m.Name, cur) {
+		return
+	}
+	r.enqueueObj(cur)
 }
 
 func (r *runner) enqueueObj(obj any) {
@@ -540,7 +548,7 @@ func (r *runner) enterTerminal(ctx context.Context, key string, st Step, obj *un
 			Message: fmt.Sprintf("%s: %s", st.Class, truncate(cause, 256))})
 	}
 	r.setConditions(obj, conds)
-	if err := r.writeStatus(ctx, obj, before); err != nil {
+	if _, err := r.writeStatus(ctx, obj, before, false); err != nil {
 		r.log.Error().Str("key", key).Err(err).Msg("could not record terminal state in status")
 	}
 }
@@ -564,7 +572,13 @@ func (r *runner) sync(ctx context.Context, key string) (Step, *unstructured.Unst
 		r.relIndex.forget(key)
 		return Step{Outcome: Done}, nil
 	}
-	if r.stale(u) || !r.selected(u.GetLabels()) {
+	if r.stale(u) {
+		// The pass that wrote decided on its write, and its echo would be no news
+		// (decideAgain): now this pass's cause is news the echo must bring.
+		r.e.o.Informers.Writes().PassOnEcho(r.m.Resource, key)
+		return Step{Outcome: Done}, nil
+	}
+	if !r.selected(u.GetLabels()) {
 		return Step{Outcome: Done}, nil
 	}
 	// Deciding only reads the cached object; step gives the actions and conditions a private
@@ -581,22 +595,21 @@ func (r *runner) sync(ctx context.Context, key string) (Step, *unstructured.Unst
 	if rv := obj.GetResourceVersion(); rv != u.GetResourceVersion() {
 		r.expect(obj, rv)
 	}
-	if st.Outcome != Done {
-		// Pending, blocked without a mapping, retry, terminal: what the actions left in
-		// memory is not written.
-		return st, obj
-	}
 	// A transition that cannot change status (a Lease renewal) skips comparing the two
-	// statuses, a tenth of the node machine's CPU.
-	if st.Transition == nil || st.Transition.MayChangeStatus() || r.m.Status.Conditions {
-		if err := r.writeStatus(ctx, obj, statusView(u)); err != nil {
-			// An action that removed the last finalizer of a deleting object made it go away.
-			if !(apierrors.IsNotFound(err) && obj.GetDeletionTimestamp() != nil) {
-				return ErrorStep(r.m, st, fmt.Errorf("write status: %w", err), in.Retries), obj
-			}
+	// statuses, a tenth of the node machine's CPU. Pending, blocked without a mapping, retry,
+	// terminal: what the actions left in memory is not written.
+	wrote := false
+	if st.Outcome == Done && (st.Transition == nil || st.Transition.MayChangeStatus() || r.m.Status.Conditions) {
+		// An action that removed the last finalizer of a deleting object made it go away.
+		if wrote, err = r.writeStatus(ctx, obj, statusView(u), true); err != nil && !(apierrors.IsNotFound(err) && obj.GetDeletionTimestamp() != nil) {
+			st = ErrorStep(r.m, st, fmt.Errorf("write status: %w", err), in.Retries)
 		}
 	}
-	r.afterRelatedWrites(ctx, key, &st, obj, in.Facts)
+	if st.Outcome != Done {
+		r.passOnEchoes(in.Facts)
+		return st, obj
+	}
+	r.decideAgain(ctx, key, &st, obj, in.Facts, wrote)
 	if st.Transition != nil && st.Outcome == Done {
 		r.record(key, st, "ok")
 		r.e.o.Observer.Transition(r.m.Name, st.From, st.To, st.Event)
@@ -610,20 +623,14 @@ func (r *runner) sync(ctx context.Context, key string) (Step, *unstructured.Unst
 	return st, obj
 }
 
-// afterRelatedWrites stands in for the echoes of the related objects the pass wrote, which
-// their informers' handlers do not pass on (Writes.Echo): a Lease renewal would otherwise cost
-// a second pass over its node only to learn when the next renewal is due. The object is
-// decided on again, reading what the pass wrote, and requeued for its next timer, or at once
-// when a transition is due. A pass that did not finish lets the echoes through instead.
-func (r *runner) afterRelatedWrites(ctx context.Context, key string, st *Step, obj *unstructured.Unstructured, facts Facts) {
-	f, _ := facts.(*passFacts)
-	if f == nil || len(f.wrote) == 0 {
-		return
-	}
-	if st.Outcome != Done {
-		for _, k := range f.wrote {
-			r.e.o.Informers.Writes().PassOnEcho(k.gvr, k.key)
-		}
+// decideAgain stands in for the echoes of the pass's own writes, which the informers'
+// handlers do not pass on (Writes.Echo): its status write (wroteStatus) and the related
+// objects it wrote. Each echo would otherwise cost a second pass over the object only to learn
+// when its next timer is due (a Lease renewal; a pod gone Running, whose run-for timer starts).
+// The object is decided on again as the pass left it, and requeued for its next timer, or at
+// once when a transition is due.
+func (r *runner) decideAgain(ctx context.Context, key string, st *Step, obj *unstructured.Unstructured, facts Facts, wroteStatus bool) {
+	if f, _ := facts.(*passFacts); !wroteStatus && (f == nil || len(f.wrote) == 0) {
 		return
 	}
 	next := Decide(r.m, r.input(ctx, obj, nil))
@@ -632,6 +639,16 @@ func (r *runner) afterRelatedWrites(ctx context.Context, key string, st *Step, o
 		r.add(key)
 	case next.RequeueAfter > 0 && (st.RequeueAfter == 0 || next.RequeueAfter < st.RequeueAfter):
 		st.RequeueAfter = next.RequeueAfter
+	}
+}
+
+// passOnEchoes lets the echoes of the related objects a pass wrote through to its watchers:
+// the pass did not finish, so it did not decide on what it wrote.
+func (r *runner) passOnEchoes(facts Facts) {
+	if f, _ := facts.(*passFacts); f != nil {
+		for _, k := range f.wrote {
+			r.e.o.Informers.Writes().PassOnEcho(k.gvr, k.key)
+		}
 	}
 }
 

@@ -89,11 +89,14 @@ func statusPatch(before, after map[string]any) map[string]any {
 // writeStatus merge-patches the status subresource when it differs from before. A merge patch
 // needs no resourceVersion, so finalizer patches made by actions earlier in the same pass do not
 // turn it into a conflict; fields the pass removed are sent as null. before is only read.
-func (r *runner) writeStatus(ctx context.Context, obj *unstructured.Unstructured, before map[string]any) error {
+// decided says the pass decides again on what it wrote (decideAgain): the write's echo is then
+// no news to this machine (Writes.Echo) and obj takes the write's resourceVersion. wrote
+// reports a write.
+func (r *runner) writeStatus(ctx context.Context, obj *unstructured.Unstructured, before map[string]any, decided bool) (wrote bool, err error) {
 	// Only the top-level status fields that changed (a Node's images and addresses stay out).
 	patch := statusPatch(before, statusView(obj))
 	if len(patch) == 0 {
-		return nil
+		return false, nil
 	}
 	doc := map[string]any{"status": patch}
 	if !r.m.Status.Conditions {
@@ -103,13 +106,32 @@ func (r *runner) writeStatus(ctx context.Context, obj *unstructured.Unstructured
 	}
 	body, err := json.Marshal(doc)
 	if err != nil {
-		return err
+		return false, err
+	}
+	key, writes := cacheKey(obj), r.e.o.Informers.Writes()
+	if decided {
+		writes.Writing(r.m.Resource, key, r.m.Name)
 	}
 	rv, err := patchRV(ctx, r.e.o.Dynamic, r.m.Resource, obj.GetNamespace(), obj.GetName(), types.MergePatchType, body, metav1.PatchOptions{}, "status")
-	if err == nil {
-		r.expect(obj, rv)
+	switch {
+	case !decided:
+		if err == nil {
+			r.expect(obj, rv)
+		}
+		return err == nil, err
+	case err != nil:
+		if writes.NotWritten(r.m.Resource, key) {
+			r.add(key) // events held during the write were news
+		}
+		return false, err
 	}
-	return err
+	if rv != "" {
+		obj.SetResourceVersion(rv)
+	}
+	if writes.WroteObject(r.m.Resource, key, rv, r.m.Name, obj.Object) {
+		r.add(key)
+	}
+	return true, nil
 }
 
 // expect remembers the resourceVersion our write produced (Informers.Writes). Until the cache

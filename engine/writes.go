@@ -54,7 +54,7 @@ func (w *Writes) Lags(gvr schema.GroupVersionResource, key string, cached any) b
 	defer w.mu.Unlock()
 	k := writeKey{gvr, key}
 	e, ok := w.m[k]
-	if !ok || e.writing {
+	if !ok || (e.writing && e.rv == 0) {
 		return false // nothing written yet
 	}
 	var caught bool
@@ -70,7 +70,7 @@ func (w *Writes) Lags(gvr schema.GroupVersionResource, key string, cached any) b
 			caught = err != nil || have >= e.rv
 		}
 	}
-	if caught && e.obj == nil {
+	if caught && e.obj == nil && !e.writing {
 		// A written object (echoes.go) is forgotten by its echo, which the informer hands
 		// its watchers after its cache shows it.
 		delete(w.m, k)

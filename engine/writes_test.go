@@ -145,8 +145,12 @@ func TestWritesEchoOfAWrittenObject(t *testing.T) {
 		t.Error("another change heard during the write was not news")
 	}
 	w.Writing(podsGVR, "ns/p", "node")
-	if w.Lags(podsGVR, "ns/p", podAt("1")) {
-		t.Error("a write under way lags")
+	if !w.Lags(podsGVR, "ns/p", podAt("1")) || w.Lags(podsGVR, "ns/p", podAt("70")) {
+		t.Error("during a write, the cache is not compared with the earlier write it has not shown")
+	}
+	w.Writing(podsGVR, "ns/q", "node")
+	if w.Lags(podsGVR, "ns/q", podAt("1")) {
+		t.Error("a first write under way lags")
 	}
 	w.Echo(podsGVR, "ns/p", "node", podAt("75"))
 	if !w.NotWritten(podsGVR, "ns/p") {
