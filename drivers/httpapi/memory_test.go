@@ -110,13 +110,18 @@ func BenchmarkServeMemory(b *testing.B) {
 	}
 }
 
-// TestServeMemorySmall runs the measurement small, so the harness stays correct.
-func TestServeMemorySmall(t *testing.T) {
-	per, err := serveMemory("resourceclaims", 50)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if per <= 0 {
-		t.Fatalf("serve caches measured %.0f bytes per claim", per)
+// TestServeMemoryTargets checks serve's cache bytes per object of each kind against the
+// bench's target at the bench's size (2,000 objects), in process, so CI checks what the bench
+// reports.
+func TestServeMemoryTargets(t *testing.T) {
+	for _, kind := range bench.MemoryKinds {
+		per, err := serveMemory(kind, 2000)
+		if err != nil {
+			t.Fatal(kind, err)
+		}
+		t.Logf("%s: %.2f KiB per object", kind, per/1024)
+		if per <= 0 || per > bench.MemoryTarget {
+			t.Errorf("%s: serve caches %.2f KiB per object, want at most %d KiB", kind, per/1024, bench.MemoryTarget/1024)
+		}
 	}
 }

@@ -63,17 +63,19 @@ func TestQuantile(t *testing.T) {
 	}
 }
 
-// TestMeasureMemory runs the memory measurement small, so the harness stays correct.
-func TestMeasureMemory(t *testing.T) {
+// TestCacheMemoryTargets checks the controller's cache bytes per object of each kind against
+// the bench's 6 KiB target, at the bench's size (MemoryObjects: fixed costs spread as they are
+// in the bench's rows), in process, so CI checks what the bench reports.
+func TestCacheMemoryTargets(t *testing.T) {
 	for _, kind := range MemoryKinds {
-		b, err := MeasureMemory(context.Background(), kind, 50)
+		b, err := MeasureMemory(context.Background(), kind, DefaultConfig().MemoryObjects)
 		if err != nil {
 			t.Fatal(kind, err)
 		}
-		if b <= 0 {
-			t.Fatalf("%s: %v bytes per object", kind, b)
-		}
 		t.Logf("%s: %.0f B/object (%.2f KiB)", kind, b, b/1024)
+		if b <= 0 || b > MemoryTarget {
+			t.Errorf("%s: %.2f KiB per cached object, want at most %d KiB", kind, b/1024, MemoryTarget/1024)
+		}
 	}
 }
 

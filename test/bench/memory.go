@@ -138,6 +138,13 @@ var memoryGVRs = map[schema.GroupVersionResource]string{
 	gvr.Leases: "LeaseList",
 }
 
+// MemoryTarget is the most a cached object may cost, in bytes of live heap (the cache memory
+// rows' target, also checked by TestCacheMemoryTargets and drivers/httpapi's
+// TestServeMemoryTargets).
+const MemoryTarget = 6 * 1024
+
+const memoryTargetText = "<= 6 KiB"
+
 // MeasureMemory returns the heap bytes per object that the controller's caches hold for n
 // objects of kind: the engine's dynamic informers (managedFields stripped; slices, classes,
 // nodes and pods cached typed and shared with the allocator, see clusterview.Forms), the

@@ -51,7 +51,7 @@ func ParseServeMemory(out string) (map[string]float64, error) {
 	return got, nil
 }
 
-// serveMemoryRows are the serve memory rows, one per kind of MemoryKinds, target 6 KiB.
+// serveMemoryRows are the serve memory rows, one per kind of MemoryKinds, target MemoryTarget.
 func serveMemoryRows(ctx context.Context, log io.Writer) []Row {
 	got, err := ServeMemory(ctx, log)
 	if err != nil {
@@ -65,7 +65,7 @@ func serveMemoryRows(ctx context.Context, log io.Writer) []Row {
 			rows = append(rows, failedRow(metric, fmt.Errorf("no result for %s", kind), log))
 			continue
 		}
-		rows = append(rows, Row{Metric: metric, Value: fmt.Sprintf("%.2f KiB", v), Target: "<= 6 KiB", OK: v <= 6})
+		rows = append(rows, Row{Metric: metric, Value: fmt.Sprintf("%.2f KiB", v), Target: memoryTargetText, OK: v*1024 <= MemoryTarget})
 	}
 	return rows
 }

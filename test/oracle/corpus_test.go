@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	resourcev1 "k8s.io/api/resource/v1"
+
+	"github.com/draforge/draforge/drivers/allocator"
 )
 
 // The corpus is a function of its seed and exercises every feature the issue lists.
@@ -68,7 +70,7 @@ func TestSimulateRandomWorld(t *testing.T) {
 	for _, c := range RandomClaims(42, 100) {
 		cases = append(cases, Case{ID: c.Name, World: w, Claim: c})
 	}
-	v := Simulate(context.Background(), cases)
+	v := Simulate(context.Background(), cases, allocator.Options{})
 	fits := map[string]int{}
 	for i := range cases {
 		for j, tpl := range w.Templates {
@@ -82,5 +84,23 @@ func TestSimulateRandomWorld(t *testing.T) {
 	}
 	if fits["h100x8"] == 0 || fits["h100x8"] == len(cases) {
 		t.Errorf("degenerate: %v", fits)
+	}
+}
+
+// Each mutation the oracle must catch changes the simulator's own verdicts on the random
+// world (no cluster): a mutation that changed nothing would pass the oracle vacuously.
+func TestMutationsChangeTheSimulator(t *testing.T) {
+	w := RandomWorld()
+	var cases []Case
+	for _, c := range RandomClaims(42, 100) {
+		cases = append(cases, Case{ID: c.Name, World: w, Claim: c})
+	}
+	base := Simulate(context.Background(), cases, allocator.Options{})
+	for name, opts := range Mutations() {
+		if n := disagreements(cases, Simulate(context.Background(), cases, opts), base, func(Case, int) {}); n == 0 {
+			t.Errorf("mutation %q changes no verdict", name)
+		} else {
+			t.Logf("mutation %q changes the verdicts on %d of %d claims", name, n, len(cases))
+		}
 	}
 }

@@ -16,22 +16,25 @@ import (
 // Verdict is one decider's answer for one (claim, template) pair.
 type Verdict struct {
 	Fits bool
+	// Undecided: kube-scheduler said nothing about the pair within the deadline, so the pair
+	// proves nothing either way.
+	Undecided bool
 	// Why is the decider's own words: the simulator's node summary, the scheduler's
 	// PodScheduled message.
 	Why string
 }
 
-// Simulate decides every case with the simulator: one allocator per world fed the world's
-// nodes, slices, classes and DeviceTaintRules, and per claim the structured allocator run on
-// each node alone (allocator.Explain's per-node verdicts, the same allocateOn that Allocate
-// uses). The result is indexed like cases, then like the world's templates.
-func Simulate(ctx context.Context, cases []Case) [][]Verdict {
+// Simulate decides every case with the simulator: one allocator per world (built with opts)
+// fed the world's nodes, slices, classes and DeviceTaintRules, and per claim the structured
+// allocator run on each node alone (allocator.Explain's per-node verdicts, the same allocateOn
+// that Allocate uses). The result is indexed like cases, then like the world's templates.
+func Simulate(ctx context.Context, cases []Case, opts allocator.Options) [][]Verdict {
 	allocs := map[*World]*allocator.Allocator{}
 	out := make([][]Verdict, len(cases))
 	for i, c := range cases {
 		a, ok := allocs[c.World]
 		if !ok {
-			a = allocator.New(allocator.Options{})
+			a = allocator.New(opts)
 			for _, cl := range c.World.Classes {
 				a.UpsertClass(cl)
 			}
@@ -85,4 +88,35 @@ func BusyClaim(name, node string, results []resourcev1.DeviceRequestAllocationRe
 		c.Status.Allocation.Devices.Results = append(c.Status.Allocation.Devices.Results, r)
 	}
 	return c
+}
+
+// Mutations are the simulator broken on purpose, each in one thing kube-scheduler checks: the
+// oracle must see every one of them disagree, or it proves nothing about that thing.
+func Mutations() map[string]allocator.Options {
+	noTaints := allocator.DefaultFeatures
+	noTaints.DeviceTaints = false
+	noCounters := allocator.DefaultFeatures
+	noCounters.PartitionableDevices = false
+	return map[string]allocator.Options{
+		// Device taints (in slices and from DeviceTaintRules) ignored.
+		"taints ignored": {Features: &noTaints, IgnoreDeviceTaintRules: true},
+		// Devices that consume counters (MIG partitions, shared counter sets) unknown.
+		"counters unknown": {Features: &noCounters},
+	}
+}
+
+// disagreements counts the cases whose feasible nodes differ between sim and sched (pairs
+// kube-scheduler did not decide left out), calling report for each.
+func disagreements(cases []Case, sim, sched [][]Verdict, report func(c Case, i int)) int {
+	n := 0
+	for i, c := range cases {
+		for j := range c.World.Templates {
+			if !sched[i][j].Undecided && sim[i][j].Fits != sched[i][j].Fits {
+				n++
+				report(c, i)
+				break
+			}
+		}
+	}
+	return n
 }
