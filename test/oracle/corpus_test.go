@@ -65,11 +65,7 @@ func TestRandomCorpus(t *testing.T) {
 // The simulator's side alone: the random world is neither all-fit nor none-fit, and the busy
 // templates fit less than their idle twins.
 func TestSimulateRandomWorld(t *testing.T) {
-	w := RandomWorld()
-	var cases []Case
-	for _, c := range RandomClaims(42, 100) {
-		cases = append(cases, Case{ID: c.Name, World: w, Claim: c})
-	}
+	w, cases := randomCases(100)
 	v := Simulate(context.Background(), cases, allocator.Options{})
 	fits := map[string]int{}
 	for i := range cases {
@@ -90,11 +86,7 @@ func TestSimulateRandomWorld(t *testing.T) {
 // Each mutation the oracle must catch changes the simulator's own verdicts on the random
 // world (no cluster): a mutation that changed nothing would pass the oracle vacuously.
 func TestMutationsChangeTheSimulator(t *testing.T) {
-	w := RandomWorld()
-	var cases []Case
-	for _, c := range RandomClaims(42, 100) {
-		cases = append(cases, Case{ID: c.Name, World: w, Claim: c})
-	}
+	_, cases := randomCases(100)
 	base := Simulate(context.Background(), cases, allocator.Options{})
 	for name, opts := range Mutations() {
 		if n := disagreements(cases, Simulate(context.Background(), cases, opts), base, func(Case, int) {}); n == 0 {
@@ -103,4 +95,14 @@ func TestMutationsChangeTheSimulator(t *testing.T) {
 			t.Logf("mutation %q changes the verdicts on %d of %d claims", name, n, len(cases))
 		}
 	}
+}
+
+// randomCases are n claims of seed 42 on the random world.
+func randomCases(n int) (*World, []Case) {
+	w := RandomWorld()
+	var cases []Case
+	for _, c := range RandomClaims(42, n) {
+		cases = append(cases, Case{ID: c.Name, World: w, Claim: c})
+	}
+	return w, cases
 }
