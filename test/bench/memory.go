@@ -143,7 +143,7 @@ var memoryGVRs = map[schema.GroupVersionResource]string{
 // TestServeMemoryTargets).
 const MemoryTarget = 6 * 1024
 
-const memoryTargetText = "<= 6 KiB"
+var memoryTargetText = fmt.Sprintf("<= %d KiB", MemoryTarget/1024)
 
 // MeasureMemory returns the heap bytes per object that the controller's caches hold for n
 // objects of kind: the engine's dynamic informers (managedFields stripped; slices, classes,

@@ -156,8 +156,9 @@ func TestSchedulerAgrees(t *testing.T) {
 
 	// The same verdicts of kube-scheduler against the simulator broken on purpose: an oracle
 	// that cannot tell those apart proves nothing about what they break.
-	for _, name := range slices.Sorted(maps.Keys(Mutations())) {
-		n := disagreements(cases, Simulate(ctx, cases, Mutations()[name]), sched, func(Case, int) {})
+	mutations := Mutations()
+	for _, name := range slices.Sorted(maps.Keys(mutations)) {
+		n := disagreements(cases, Simulate(ctx, cases, mutations[name]), sched, func(Case, int) {})
 		t.Logf("mutation %q: %d claims disagree with kube-scheduler", name, n)
 		if n == 0 {
 			t.Errorf("mutation %q: the simulator broken on purpose agrees with kube-scheduler on every claim: the corpus does not exercise it", name)

@@ -11,11 +11,23 @@ import (
 // FileName is the name a run is kept under in the runs directory (docs/bench-runs): its start
 // in UTC and its commit, so names sort by date and never collide.
 func FileName(r *Run) string {
-	commit := r.Commit
+	return r.Date.UTC().Format("2006-01-02T1504Z") + "-" + shortCommit(r.Commit) + ".json"
+}
+
+// shortCommit is a commit's first 12 hex digits, as runs are named and listed.
+func shortCommit(commit string) string {
 	if len(commit) > 12 {
-		commit = commit[:12]
+		return commit[:12]
 	}
-	return r.Date.UTC().Format("2006-01-02T1504Z") + "-" + commit + ".json"
+	return commit
+}
+
+// Keep writes a run's record (data, as Write encoded it) into dir under FileName.
+func Keep(dir string, r *Run, data []byte) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, FileName(r)), data, 0o644)
 }
 
 // ReadDir reads every run kept in dir (its *.json files), oldest first.
@@ -46,10 +58,7 @@ func History(runs []*Run, table *Run) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Every run kept in `docs/bench-runs/`, newest first (%d):\n\n", len(runs))
 	for _, r := range slices.Backward(runs) {
-		commit := r.Commit
-		if len(commit) > 12 {
-			commit = commit[:12]
-		}
+		commit := shortCommit(r.Commit)
 		if r.Dirty {
 			commit += " (uncommitted changes)"
 		}

@@ -128,19 +128,16 @@ func writeRecord(file, keepDir string, r *benchrun.Run, rows []bench.Row, total 
 	if err := benchrun.Write(&buf, r); err != nil {
 		return err
 	}
-	files := []string{file}
-	if keepDir != "" {
-		files = append(files, filepath.Join(keepDir, benchrun.FileName(r)))
+	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+		return err
 	}
-	for _, f := range files {
-		if err := os.MkdirAll(filepath.Dir(f), 0o755); err != nil {
-			return err
-		}
-		if err := os.WriteFile(f, buf.Bytes(), 0o644); err != nil {
-			return err
-		}
+	if err := os.WriteFile(file, buf.Bytes(), 0o644); err != nil {
+		return err
 	}
-	return nil
+	if keepDir == "" {
+		return nil
+	}
+	return benchrun.Keep(keepDir, r, buf.Bytes())
 }
 
 func joinInts(v []int) string {

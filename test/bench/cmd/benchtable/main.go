@@ -9,7 +9,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"path/filepath"
 
 	"github.com/draforge/draforge/test/bench/benchrun"
 )
@@ -43,7 +42,7 @@ func run(runFile, docFile, runsDir string) error {
 	}
 	table := benchrun.Markdown(r)
 	if runsDir != "" {
-		if err := keep(runsDir, r, data); err != nil {
+		if err := benchrun.Keep(runsDir, r, data); err != nil {
 			return err
 		}
 		kept, err := benchrun.ReadDir(runsDir)
@@ -65,16 +64,4 @@ func run(runFile, docFile, runsDir string) error {
 		return fmt.Errorf("%s: %w", docFile, err)
 	}
 	return os.WriteFile(docFile, []byte(out), 0o644)
-}
-
-// keep writes the run's record into dir unless a run of the same name is there already.
-func keep(dir string, r *benchrun.Run, data []byte) error {
-	name := filepath.Join(dir, benchrun.FileName(r))
-	if _, err := os.Stat(name); err == nil {
-		return nil
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	return os.WriteFile(name, data, 0o644)
 }
