@@ -2,11 +2,14 @@ package simdevice
 
 // dra-example-driver (drivers gpu.example.com and net.example.com), as published by
 // kubernetes-sigs/dra-example-driver at commit 31914ceacda29bbc55208ef75e68c0991e1c9568 (after v0.4.0):
-//   - internal/profiles/gpu/gpu.go: EnumerateDevices with --gpu-partitions=4: per GPU i the counter
-//     set "gpu-<i>-counters" (memory 80Gi, compute 100), devices "gpu-<i>-partition-<j>" (a quarter
-//     of each) and "gpu-<i>-full" (all of it); attributes index, uuid, model, driverVersion plus
-//     partition, partitionable and full; allowMultipleAllocations written as false. One slice
-//     with the counter sets, then one with the devices.
+//   - internal/profiles/gpu/gpu.go: EnumerateDevices. With --gpu-partitions=0 (the chart's
+//     default) one device "gpu-<i>" per GPU with attributes index, uuid, model, driverVersion and
+//     capacities memory 80Gi and compute 100. With --gpu-partitions=4: per GPU i the counter set
+//     "gpu-<i>-counters" (memory 80Gi, compute 100), devices "gpu-<i>-partition-<j>" (a quarter
+//     of each) and "gpu-<i>-full" (all of it), plus the attributes partition, partitionable and
+//     full; one slice with the counter sets, then one with the devices. allowMultipleAllocations
+//     is always written: --gpu-allow-multiple-allocations (default false) also gives memory and
+//     compute request policies (memoryCapacity, computeCapacity).
 //   - internal/profiles/net/net.go: EnumerateDevices: "nic-<i>" with allowMultipleAllocations,
 //     capacity vfs (100, always 1 per allocation) and ingressBandwidth/egressBandwidth (100G,
 //     default 1G, 100M to 100G in steps of 1M).
@@ -31,37 +34,68 @@ func exampleAttributes(p physical, prefix, model string) attrs {
 	}
 }
 
-func exampleGPU(p physical) ([]resourcev1.Device, []resourcev1.CounterSet) {
-	memory, compute := resource.MustParse("80Gi"), resource.MustParse("100")
-	partMemory := *resource.NewQuantity(memory.Value()/examplePartitions, resource.BinarySI)
-	partCompute := *resource.NewQuantity(compute.Value()/examplePartitions, resource.DecimalSI)
-	set := fmt.Sprintf("gpu-%d-counters", p.index)
-	base := exampleAttributes(p, "gpu", "LATEST-GPU-MODEL")
-	device := func(name string, a attrs, mem, cpu resource.Quantity) resourcev1.Device {
-		return resourcev1.Device{
-			Name:                     name,
-			Attributes:               a,
-			AllowMultipleAllocations: ptr.To(false),
-			Capacity:                 caps{"memory": {Value: mem}, "compute": {Value: cpu}},
-			ConsumesCounters: []resourcev1.DeviceCounterConsumption{{
+// exampleGPU is EnumerateDevices for one GPU with --gpu-partitions=partitions (0: the driver's
+// default, one whole device "gpu-<i>") and --gpu-allow-multiple-allocations=multi (each device
+// shareable, its memory requested in steps of 1Gi and its compute in steps of 1, default all of
+// it: memoryCapacity and computeCapacity).
+func exampleGPU(partitions int, multi bool) func(p physical) ([]resourcev1.Device, []resourcev1.CounterSet) {
+	return func(p physical) ([]resourcev1.Device, []resourcev1.CounterSet) {
+		memory, compute := resource.MustParse("80Gi"), resource.MustParse("100")
+		base := exampleAttributes(p, "gpu", "LATEST-GPU-MODEL")
+		device := func(name string, a attrs, mem, cpu resource.Quantity) resourcev1.Device {
+			return resourcev1.Device{
+				Name:                     name,
+				Attributes:               a,
+				AllowMultipleAllocations: ptr.To(multi),
+				Capacity: caps{
+					"memory":  exampleCapacity(mem, "1Gi", multi),
+					"compute": exampleCapacity(cpu, "1", multi),
+				},
+			}
+		}
+		if partitions == 0 {
+			return []resourcev1.Device{device(fmt.Sprintf("gpu-%d", p.index), base, memory, compute)}, nil
+		}
+		partMemory := *resource.NewQuantity(memory.Value()/int64(partitions), resource.BinarySI)
+		partCompute := *resource.NewQuantity(compute.Value()/int64(partitions), resource.DecimalSI)
+		set := fmt.Sprintf("gpu-%d-counters", p.index)
+		consuming := func(d resourcev1.Device, mem, cpu resource.Quantity) resourcev1.Device {
+			d.ConsumesCounters = []resourcev1.DeviceCounterConsumption{{
 				CounterSet: set,
 				Counters:   map[string]resourcev1.Counter{"memory": {Value: mem}, "compute": {Value: cpu}},
-			}},
+			}}
+			return d
+		}
+		var devs []resourcev1.Device
+		for j := range partitions {
+			a := cloneAttrs(base)
+			a["partition"], a["partitionable"] = integer(int64(j)), boolean(true)
+			devs = append(devs, consuming(device(fmt.Sprintf("gpu-%d-partition-%d", p.index, j), a, partMemory, partCompute), partMemory, partCompute))
+		}
+		full := cloneAttrs(base)
+		full["partitionable"], full["full"] = boolean(true), boolean(true)
+		devs = append(devs, consuming(device(fmt.Sprintf("gpu-%d-full", p.index), full, memory, compute), memory, compute))
+		return devs, []resourcev1.CounterSet{{
+			Name:     set,
+			Counters: map[string]resourcev1.Counter{"memory": {Value: memory}, "compute": {Value: compute}},
+		}}
+	}
+}
+
+// exampleCapacity is memoryCapacity/computeCapacity: with multiple allocations, a request
+// policy from step to all of value in steps of step, default all of it.
+func exampleCapacity(value resource.Quantity, step string, multi bool) resourcev1.DeviceCapacity {
+	c := resourcev1.DeviceCapacity{Value: value}
+	if multi {
+		s := resource.MustParse(step)
+		c.RequestPolicy = &resourcev1.CapacityRequestPolicy{
+			Default: ptr.To(value.DeepCopy()),
+			ValidRange: &resourcev1.CapacityRequestPolicyRange{
+				Min: ptr.To(s.DeepCopy()), Max: ptr.To(value.DeepCopy()), Step: ptr.To(s.DeepCopy()),
+			},
 		}
 	}
-	var devs []resourcev1.Device
-	for j := range examplePartitions {
-		a := cloneAttrs(base)
-		a["partition"], a["partitionable"] = integer(int64(j)), boolean(true)
-		devs = append(devs, device(fmt.Sprintf("gpu-%d-partition-%d", p.index, j), a, partMemory, partCompute))
-	}
-	full := cloneAttrs(base)
-	full["partitionable"], full["full"] = boolean(true), boolean(true)
-	devs = append(devs, device(fmt.Sprintf("gpu-%d-full", p.index), full, memory, compute))
-	return devs, []resourcev1.CounterSet{{
-		Name:     set,
-		Counters: map[string]resourcev1.Counter{"memory": {Value: memory}, "compute": {Value: compute}},
-	}}
+	return c
 }
 
 func exampleNet(p physical) ([]resourcev1.Device, []resourcev1.CounterSet) {

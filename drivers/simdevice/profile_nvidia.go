@@ -25,6 +25,20 @@ package simdevice
 // figures are an H100 80GB HBM3's `nvidia-smi mig -lgip` output (go-nvml's h100.go mock differs
 // from real hardware: 16 SMs for 1g.20gb, 7 memory slices); its 4g.40gb and 7g.80gb rows were
 // not checked against a stored copy of that output.
+//
+// Today's parts (full GPUs: memory is NVML's total, what `nvidia-smi --query-gpu=memory.total`
+// and `nvidia-smi -q` print):
+//   - H200 (141GB, device 0x233510DE): "NVIDIA H200", Hopper, 143771 MiB. Its MIG table is the
+//     `nvidia-smi mig -lgip` output in NVIDIA/mig-parted issue #120 (2024-09-04): the same SM
+//     and engine counts as the H100 80GB, memory 16.00/32.25/69.50/139.75 GiB. No `-lgipp`
+//     output for the H200 was found, so the placements are the H100's (same instance counts
+//     7/1/4/3/2/1/1 on 8 memory slices): an assumption, not a copy.
+//   - B200 (0x290110DE): "NVIDIA B200", Blackwell, compute capability 10.0, 183359 MiB; GB200
+//     (0x294110DE, 4 per node): "NVIDIA GB200", 189471 MiB. Both from real `nvidia-smi -q -x`
+//     captures in NVIDIA/k8s-test-infra@5f8956ad20dc5f5bf80f8a58c530c0039bf7727b
+//     tests/e2e/go/assertions/nvidiasmi/testdata/hardware/qx-b200.xml and qx-gb200.xml. Their MIG
+//     tables are not modelled: the published -lgip outputs (mig-parted #166, #187, #227) were
+//     only readable up to the 2g rows, and the counter set's size comes from the 7g row.
 
 import (
 	"fmt"
@@ -97,11 +111,30 @@ var h100SXM580GB = nvidiaGPUModel{
 	},
 }
 
+var h200 = nvidiaGPUModel{
+	productName: "NVIDIA H200", architecture: "Hopper", computeCapability: "9.0.0",
+	memory: resource.MustParse("143771Mi"),
+	migProfiles: []migProfile{
+		{"1g.18gb", 19, 16, 1, 1, 0, 1, 0, 16384, placements1, 1},
+		{"1g.18gb+me", 20, 16, 1, 1, 0, 1, 1, 16384, placements1, 1},
+		{"1g.35gb", 15, 26, 1, 1, 0, 1, 0, 33024, placements2, 2},
+		{"2g.35gb", 14, 32, 2, 2, 0, 2, 0, 33024, []int{0, 2, 4}, 2},
+		{"3g.71gb", 9, 60, 3, 3, 0, 3, 0, 71168, []int{0, 4}, 4},
+		{"4g.71gb", 5, 64, 4, 4, 0, 4, 0, 71168, []int{0}, 4},
+		{"7g.141gb", 0, 132, 8, 7, 0, 7, 1, 143104, []int{0}, 8},
+	},
+}
+
 // a100SXM480GB is the full-GPU model of the nvidia-gpu profiles.
 var a100SXM480GB = nvidiaGPUModel{
 	productName: "NVIDIA A100-SXM4-80GB", architecture: "Ampere", computeCapability: "8.0.0",
 	memory: resource.MustParse("80Gi"),
 }
+
+var (
+	b200  = nvidiaGPUModel{productName: "NVIDIA B200", architecture: "Blackwell", computeCapability: "10.0.0", memory: resource.MustParse("183359Mi")}
+	gb200 = nvidiaGPUModel{productName: "NVIDIA GB200", architecture: "Blackwell", computeCapability: "10.0.0", memory: resource.MustParse("189471Mi")}
+)
 
 // nvidiaAttributes are GpuInfo.Attributes of GPU p (the parent's attributes for MIG devices,
 // CommonAttributesMig, which adds type=mig, parentUUID and profile and drops uuid).
@@ -125,9 +158,8 @@ func nvidiaAttributes(m nvidiaGPUModel, p physical) attrs {
 // nvidiaFullGPUs publishes "gpu-<i>" as GpuInfo.GetDevice does; with shares, as
 // applyConsumableShares does for --consumable-shares=memory: allowMultipleAllocations and a
 // memory request policy (default all memory, 1Mi to all memory in steps of 1Mi).
-func nvidiaFullGPUs(shares bool) func(p physical) ([]resourcev1.Device, []resourcev1.CounterSet) {
+func nvidiaFullGPUs(m nvidiaGPUModel, shares bool) func(p physical) ([]resourcev1.Device, []resourcev1.CounterSet) {
 	return func(p physical) ([]resourcev1.Device, []resourcev1.CounterSet) {
-		m := a100SXM480GB
 		memory := resourcev1.DeviceCapacity{Value: m.memory.DeepCopy()}
 		d := resourcev1.Device{Name: fmt.Sprintf("gpu-%d", p.index), Attributes: nvidiaAttributes(m, p)}
 		if shares {

@@ -51,17 +51,25 @@ type Profile string
 
 // Known profiles.
 const (
-	// NVIDIA GPU driver (gpu.nvidia.com): full GPUs; full GPUs shared through consumable memory
-	// (--consumable-shares=memory); DynamicMIG on A100-SXM4-40GB (MIG mode on: partitions only)
-	// and H100 80GB HBM3 (full GPU and partitions, exclusive through shared counters).
+	// NVIDIA GPU driver (gpu.nvidia.com): full A100 80GB GPUs; the same shared through
+	// consumable memory (--consumable-shares=memory); full H200, B200 and GB200 GPUs; DynamicMIG
+	// on A100-SXM4-40GB (MIG mode on: partitions only), H100 80GB HBM3 and H200 (full GPU and
+	// partitions, exclusive through shared counters).
 	ProfileNvidiaGPU       Profile = "nvidia-gpu"
 	ProfileNvidiaGPUShares Profile = "nvidia-gpu-shares"
+	ProfileNvidiaGPUH200   Profile = "nvidia-gpu-h200"
+	ProfileNvidiaGPUB200   Profile = "nvidia-gpu-b200"
+	ProfileNvidiaGPUGB200  Profile = "nvidia-gpu-gb200"
 	ProfileNvidiaMIGA100   Profile = "nvidia-mig-a100"
 	ProfileNvidiaMIGH100   Profile = "nvidia-mig-h100"
-	// dra-example-driver: gpu profile with 4 partitions per GPU (gpu.example.com) and net profile
-	// with consumable bandwidth (net.example.com).
-	ProfileExampleGPU Profile = "example-gpu"
-	ProfileExampleNet Profile = "example-net"
+	ProfileNvidiaMIGH200   Profile = "nvidia-mig-h200"
+	// dra-example-driver: gpu profile with 4 partitions per GPU (gpu.example.com); its default
+	// configuration (whole GPUs, --gpu-partitions=0); whole GPUs shared between claims
+	// (--gpu-allow-multiple-allocations); net profile with consumable bandwidth (net.example.com).
+	ProfileExampleGPU       Profile = "example-gpu"
+	ProfileExampleGPUPlain  Profile = "example-gpu-plain"
+	ProfileExampleGPUShared Profile = "example-gpu-shared"
+	ProfileExampleNet       Profile = "example-net"
 	// Intel GPU driver (gpu.intel.com).
 	ProfileIntelGPU Profile = "intel-gpu"
 	// AMD GPU driver (gpu.amd.com): MI300X unpartitioned (SPX) and partitioned (CPX, 8 per GPU).
