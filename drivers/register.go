@@ -17,6 +17,7 @@ import (
 	"github.com/draforge/draforge/drivers/binding"
 	"github.com/draforge/draforge/drivers/claims"
 	"github.com/draforge/draforge/drivers/clusterview"
+	"github.com/draforge/draforge/drivers/computedomain"
 	"github.com/draforge/draforge/drivers/podnamespaces"
 	podsDriver "github.com/draforge/draforge/drivers/pods"
 	"github.com/draforge/draforge/drivers/pools"
@@ -95,5 +96,8 @@ func register(reg *engine.Registry, d Deps) (*Set, error) {
 		return nil, err
 	}
 	pd.PodNamespaces = d.PodNamespaces
+	if _, err := computedomain.Register(reg, d.Informers, view.Pools, pd); err != nil {
+		return nil, err
+	}
 	return &Set{Claims: c, Pools: p, Binding: b}, nil
 }

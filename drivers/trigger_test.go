@@ -125,6 +125,7 @@ func startFilteredAndUnfiltered(t *testing.T, name string, res schema.GroupVersi
 		gvr.SimulatedDevicePools: "SimulatedDevicePoolList", gvr.ResourceSlices: "ResourceSliceList", gvr.DeviceClasses: "DeviceClassList",
 		gvr.ResourceClaims: "ResourceClaimList", gvr.Nodes: "NodeList", gvr.Pods: "PodList",
 		gvr.CustomResourceDefinitions: "CustomResourceDefinitionList", gvr.Leases: "LeaseList", gvr.DeviceTaintRules: "DeviceTaintRuleList",
+		gvr.ComputeDomains: "ComputeDomainList",
 	}, objs...)
 	inf := engine.NewInformers(client)
 	reg := engine.NewRegistry()

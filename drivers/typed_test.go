@@ -54,7 +54,7 @@ func TestTypedCachesShareObjects(t *testing.T) {
 	client := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
 		gvr.SimulatedDevicePools: "SimulatedDevicePoolList", gvr.ResourceSlices: "ResourceSliceList", gvr.DeviceClasses: "DeviceClassList", gvr.DeviceTaintRules: "DeviceTaintRuleList",
 		gvr.ResourceClaims: "ResourceClaimList", gvr.Nodes: "NodeList", gvr.Pods: "PodList",
-		gvr.CustomResourceDefinitions: "CustomResourceDefinitionList",
+		gvr.CustomResourceDefinitions: "CustomResourceDefinitionList", gvr.ComputeDomains: "ComputeDomainList",
 	}, objs...)
 	inf := engine.NewInformers(client)
 	set, err := Register(engine.NewRegistry(), Deps{Dynamic: client, Informers: inf, Log: zerolog.Nop()})

@@ -44,8 +44,8 @@ func TestDefault(t *testing.T) {
 		byName[m.Name] = m
 	}
 	pool, claim := byName["pool"], byName["claim"]
-	if len(ms) != 4 || pool == nil || claim == nil || byName["node"] == nil || byName["pod"] == nil {
-		t.Fatalf("want machines claim, node, pod and pool, got %d", len(ms))
+	if len(ms) != 5 || pool == nil || claim == nil || byName["node"] == nil || byName["pod"] == nil || byName["computedomain"] == nil {
+		t.Fatalf("want machines claim, computedomain, node, pod and pool, got %d", len(ms))
 	}
 	if got := strings.Join(pool.StateOrder, ","); got != "pending,synced,blocked,invalid,finalizing,terminal-error" {
 		t.Errorf("pool state order %s", got)
@@ -116,8 +116,8 @@ func TestDefaultIsEveryRequiredMachine(t *testing.T) {
 	if miss := machine.Missing(ms, machines.Names); miss != nil {
 		t.Errorf("machine.Missing(Default) = %v", miss)
 	}
-	if miss := machine.Missing(ms[1:3], machines.Names); !slices.Equal(miss, []string{"claim", "pool"}) {
-		t.Errorf("machine.Missing(node, pod) = %v, want [claim pool]", miss)
+	if miss := machine.Missing(ms[2:4], machines.Names); !slices.Equal(miss, []string{"claim", "computedomain", "pool"}) {
+		t.Errorf("machine.Missing(node, pod) = %v, want [claim computedomain pool]", miss)
 	}
 }
 

@@ -27,6 +27,12 @@ var (
 	// scheduling.k8s.io/v1beta1 turned on.
 	PodGroups = schema.GroupVersionResource{Group: "scheduling.k8s.io", Version: "v1beta1", Resource: "podgroups"}
 
+	// ResourceClaimTemplates: the compute-domain machine writes a ComputeDomain's workload template.
+	ResourceClaimTemplates = schema.GroupVersionResource{Group: "resource.k8s.io", Version: "v1", Resource: "resourceclaimtemplates"}
+	// ComputeDomains are NVIDIA's multi-node NVLink domains (the compute-domain driver's CRD,
+	// deploy/crds/nvidia), served only where that CRD is installed.
+	ComputeDomains = schema.GroupVersionResource{Group: "resource.nvidia.com", Version: "v1beta1", Resource: "computedomains"}
+
 	// Core v1.
 	Nodes      = schema.GroupVersionResource{Version: "v1", Resource: "nodes"}
 	Pods       = schema.GroupVersionResource{Version: "v1", Resource: "pods"}

@@ -48,6 +48,11 @@ type Driver struct {
 	// pools are the cluster view's decoded SimulatedDevicePools: whether a pool's simulated
 	// driver writes status.devices (simdevice.PoolSpec.ReportsDeviceStatus).
 	pools *clusterview.Pools
+
+	// PrepareWaits are simulated drivers' reasons not to prepare a reserved claim on a node yet,
+	// as a DRA plugin's NodePrepareResources keeps failing until its own preconditions hold (the
+	// kubelet retries); "" lets it through. The pod stays pending with the reason.
+	PrepareWaits []func(node string, claim *resourcev1.ResourceClaim) string
 }
 
 // Register registers the pod machine's observations and actions; pools is the cluster view's
@@ -383,6 +388,14 @@ func (d *Driver) claimsReserved(ctx context.Context, obj *unstructured.Unstructu
 		case !resourceclaim.IsReservedForPod(pod, c.claim, true):
 			return engine.Fact{Message: "ResourceClaim " + c.claimName + " is not reserved for the pod"}, nil
 		}
+		if len(d.PrepareWaits) > 0 {
+			node, _, _ := unstructured.NestedString(obj.Object, "spec", "nodeName")
+			for _, wait := range d.PrepareWaits {
+				if why := wait(node, c.claim); why != "" {
+					return engine.Fact{Message: "ResourceClaim " + c.claimName + ": " + why}, nil
+				}
+			}
+		}
 	}
 	return engine.Holds(true), nil
 }
@@ -610,9 +623,12 @@ func (d *Driver) network(_ context.Context, obj *unstructured.Unstructured) (eng
 	node, _, _ := unstructured.NestedString(obj.Object, "spec", "nodeName")
 	return engine.Fact{Holds: true, Value: Network{
 		HostIP: addr(node, [4]byte{172, 16, 0, 0}, 12),
-		PodIP:  addr(string(obj.GetUID()), [4]byte{10, 244, 0, 0}, 16),
+		PodIP:  PodIP(string(obj.GetUID())),
 	}}, nil
 }
+
+// PodIP is the address the simulated network gives the pod (or daemon) of seed.
+func PodIP(seed string) string { return addr(seed, [4]byte{10, 244, 0, 0}, 16) }
 
 func addr(seed string, base [4]byte, bits int) string {
 	h := sha256.Sum256([]byte(seed))

@@ -58,6 +58,8 @@ var Kinds = []Kind{
 	{"resource.k8s.io/v1", "ResourceSlice", gvr.ResourceSlices, false, 2},
 	{"resource.k8s.io/v1", "ResourceClaim", gvr.ResourceClaims, true, 3},
 	{"resource.k8s.io/v1", "ResourceClaimTemplate", schema.GroupVersionResource{Group: "resource.k8s.io", Version: "v1", Resource: "resourceclaimtemplates"}, true, 3},
+	// Before the pods whose claims its template makes (the compute-domain machine writes it).
+	{"resource.nvidia.com/v1beta1", "ComputeDomain", gvr.ComputeDomains, true, 3},
 	// Before its pods, as a Job's: kube-scheduler waits for a pod's PodGroup.
 	{"scheduling.k8s.io/v1beta1", "PodGroup", podGroups, true, 3},
 	{"v1", "Pod", gvr.Pods, true, 4},

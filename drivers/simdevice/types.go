@@ -63,6 +63,8 @@ const (
 	ProfileNvidiaMIGA100   Profile = "nvidia-mig-a100"
 	ProfileNvidiaMIGH100   Profile = "nvidia-mig-h100"
 	ProfileNvidiaMIGH200   Profile = "nvidia-mig-h200"
+	// NVIDIA compute-domain driver (compute-domain.nvidia.com): an IMEX channel and daemon per node.
+	ProfileNvidiaComputeDomain Profile = "nvidia-compute-domain"
 	// dra-example-driver: gpu profile with 4 partitions per GPU (gpu.example.com); its default
 	// configuration (whole GPUs, --gpu-partitions=0); whole GPUs shared between claims
 	// (--gpu-allow-multiple-allocations); net profile with consumable bandwidth (net.example.com).
