@@ -138,14 +138,17 @@ func (e *Env) ApplyNodes(t *testing.T, file string) []string {
 	return names
 }
 
-// InstallCRDs server-side applies every CRD in deploy/crds and waits until each is
-// Established. It is idempotent, so every test that needs the CRDs calls it.
+// InstallCRDs server-side applies every CRD in deploy/crds, and NVIDIA's ComputeDomain CRD
+// (deploy/crds/nvidia, as NVIDIA's chart installs it) for simulated compute domains, and waits
+// until each is Established. It is idempotent, so every test that needs the CRDs calls it.
 func (e *Env) InstallCRDs(t *testing.T) {
 	t.Helper()
 	files, err := filepath.Glob(filepath.Join(RepoRoot(), "deploy", "crds", "*.yaml"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no CRDs under deploy/crds: %v", err)
 	}
+	nvidia, _ := filepath.Glob(filepath.Join(RepoRoot(), "deploy", "crds", "nvidia", "*.yaml"))
+	files = append(files, nvidia...)
 	for _, f := range files {
 		data, err := os.ReadFile(f)
 		if err != nil {
