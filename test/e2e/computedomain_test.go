@@ -184,3 +184,32 @@ func (e *env) waitComputeDomain(t *testing.T, name, want string) {
 		return got == want, fmt.Sprintf("ComputeDomain %s status %s, want %s", name, got, want)
 	})
 }
+
+// checkComputeDomainRunning waits for the ComputeDomain to be Ready with n nodes listed Ready,
+// no (clique, index) twice, and reports the cliques it spans.
+func (e *env) checkComputeDomainRunning(t *testing.T, ns, name, n string) {
+	t.Helper()
+	eventually(t, 90*time.Second, func() (bool, string) {
+		cd, err := e.Dynamic.Resource(gvr.ComputeDomains).Namespace(ns).Get(t.Context(), name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		status, _, _ := unstructured.NestedString(cd.Object, "status", "status")
+		nodes, _, _ := unstructured.NestedSlice(cd.Object, "status", "nodes")
+		seen, cliques, ready := map[string]bool{}, map[string]int{}, 0
+		for _, o := range nodes {
+			m, _ := o.(map[string]any)
+			key := fmt.Sprintf("%v/%v", m["cliqueID"], m["index"])
+			if seen[key] {
+				return false, "ComputeDomain " + name + " lists " + key + " twice"
+			}
+			seen[key] = true
+			cliques[fmt.Sprint(m["cliqueID"])]++
+			if m["status"] == "Ready" {
+				ready++
+			}
+		}
+		got := fmt.Sprintf("%s with %d nodes Ready", status, ready)
+		return got == "Ready with "+n+" nodes Ready", fmt.Sprintf("ComputeDomain %s: %s (nodes per clique %v)", name, got, cliques)
+	})
+}

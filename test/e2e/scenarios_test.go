@@ -35,7 +35,8 @@ var outcomeLine = regexp.MustCompile(`(?m)^# outcome: (\S+) (allocated|pending)(
 //	# outcome: podgroup <name> running <n>   its n pods Running, its claims reserved for it
 //	# outcome: podgroup <name> pending <n>   none of its n pods placed, each told why
 //	# outcome: podgroup <name> ends          its pods and it deleted: its claims go too
-var workloadLine = regexp.MustCompile(`(?m)^# outcome: (pod|job|deployment|podgroup) (\S+) (running|pending|evicted|complete|queued|concurrent|ends)(?: (\S+))?(?: pending (\d+))?$`)
+//	# outcome: computedomain <name> running <n>  Ready, n nodes listed Ready, each (clique, index) once
+var workloadLine = regexp.MustCompile(`(?m)^# outcome: (pod|job|deployment|podgroup|computedomain) (\S+) (running|pending|evicted|complete|queued|concurrent|ends)(?: (\S+))?(?: pending (\d+))?$`)
 
 // TestScenarios applies every example scenario to the real API server with a running
 // controller and asserts each claim's documented outcome. Claims are applied one at a time in
@@ -276,6 +277,8 @@ func (e *env) checkWorkload(t *testing.T, ns, kind, name, state, arg, pending st
 		})
 	case "podgroup running", "podgroup pending", "podgroup ends":
 		e.checkPodGroup(t, ns, name, state, arg)
+	case "computedomain running":
+		e.checkComputeDomainRunning(t, ns, name, arg)
 	default:
 		t.Fatalf("unknown outcome %s %s %s", kind, name, state)
 	}
