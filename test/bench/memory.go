@@ -134,6 +134,7 @@ var memoryGVRs = map[schema.GroupVersionResource]string{
 	gvr.Pods:                                "PodList",
 	{Version: "v1", Resource: "namespaces"}: "NamespaceList",
 	gvr.CustomResourceDefinitions:           "CustomResourceDefinitionList",
+	gvr.ComputeDomains:                      "ComputeDomainList",
 	// The node machine's related Leases.
 	gvr.Leases: "LeaseList",
 }
