@@ -59,7 +59,7 @@ const (
 	ProfileNvidiaMIGA100   Profile = "nvidia-mig-a100"
 	ProfileNvidiaMIGH100   Profile = "nvidia-mig-h100"
 	// dra-example-driver: gpu profile with 4 partitions per GPU (gpu.example.com) and net profile
-	// with consumable bandwidth (net.example.com).
+	// with consumable bandwidth (net.example.com); its cpu profile is with the CPU drivers below.
 	ProfileExampleGPU Profile = "example-gpu"
 	ProfileExampleNet Profile = "example-net"
 	// Intel GPU driver (gpu.intel.com).
@@ -71,6 +71,10 @@ const (
 	ProfileGoogleTPU Profile = "google-tpu"
 	// SR-IOV network driver (sriovnetwork.k8snetworkplumbingwg.io): 8 virtual functions per NIC port.
 	ProfileSRIOVVF Profile = "sriov-vf"
+	// CPU DRA driver (dra.cpu), default mode: one device per NUMA node sharing its CPUs
+	// through consumable capacity; and dra-example-driver's cpu profile (cpu.example.com).
+	ProfileDRACPU     Profile = "dra-cpu"
+	ProfileExampleCPU Profile = "example-cpu"
 	// DRAForge-made shapes, not mirroring a driver.
 	ProfileMellanoxNIC Profile = "mellanox-nic"
 	ProfileGeneric     Profile = "generic"
