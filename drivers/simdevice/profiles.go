@@ -282,6 +282,22 @@ func DevicesPerPhysical(p Profile) int {
 	return len(devs)
 }
 
+// MapsNodeAllocatable reports whether profile p publishes nodeAllocatableResources, a field the
+// API server keeps only with the DRANodeAllocatableResources gate on (see SlicesEqual).
+func MapsNodeAllocatable(p Profile) bool {
+	def, ok := profiles[p]
+	if !ok {
+		return false
+	}
+	devs, _ := def.build(physical{spec: &PoolSpec{DeviceType: "x", DeviceCount: 1}})
+	for _, d := range devs {
+		if len(d.NodeAllocatableResources) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // ProfileShape returns the attribute and capacity names a profile publishes, as written before
 // qualifying (own domain unqualified, other domains qualified), over all the devices it makes
 // (a GPU and its partitions), and whether the built-in deviceType and index are added. The
