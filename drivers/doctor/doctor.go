@@ -44,7 +44,7 @@ const (
 	IDSliceNodes       = "DRA009"
 	IDPodClaimRefs     = "DRA010"
 	IDFeatures         = "DRA011"
-	IDNodeAllocatable  = "DRA012"
+	IDNodeAllocatable  = "DRA013"
 )
 
 // MinServerVersion is the oldest Kubernetes version that serves resource.k8s.io/v1 with the

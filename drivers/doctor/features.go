@@ -123,5 +123,5 @@ func checkNodeAllocatable(s *inventory.Snapshot, f *Facts) Result {
 			Remediation: "an API server without the gate drops nodeAllocatableResources from every ResourceSlice"}
 	}
 	return Result{Status: Warn, Message: fmt.Sprintf("%d pools map node-allocatable resources, which kube-apiserver drops (%s off)", len(ev), gateNodeAllocatable), Evidence: ev,
-		Remediation: "their ResourceSlices are stored without nodeAllocatableResources, so kube-scheduler does not count their claims against the node's allocatable (DRAForge takes the stripped slices as published and does not rewrite them); turn on " + gateNodeAllocatable + " in kube-apiserver, kube-scheduler and kubelet (localcluster profile dra-all) to keep the mapping"}
+		Remediation: "their ResourceSlices are stored without nodeAllocatableResources, so kube-scheduler does not count their claims against the node's allocatable (DRAForge takes the stripped slices as published and does not rewrite them); to keep the mapping turn on " + gateNodeAllocatable + " in kube-apiserver and kube-scheduler (localcluster profile dra-all) and declare it on the nodes (SimulatedNodes declaredFeatures, as a kubelet with the gate does)"}
 }

@@ -71,6 +71,18 @@ func checkSliceValid(t *testing.T, s *resourcev1.ResourceSlice) {
 		if perDevice != (d.NodeName != nil && *d.NodeName != "") {
 			errf("device %s: nodeName must be set exactly when the slice has perDeviceNodeSelection", d.Name)
 		}
+		// kubernetes v1.37.2 pkg/apis/resource/validation validateNodeAllocatableMapping: a
+		// capacityKey names one of the device's capacities as written, with a positive multiplier.
+		for r, m := range d.NodeAllocatableResources {
+			if m.Mapping == nil && m.Overhead == nil {
+				errf("device %s: nodeAllocatableResources[%s]: mapping or overhead required", d.Name, r)
+			}
+			if mp := m.Mapping; mp != nil && mp.CapacityKey != nil {
+				if _, ok := d.Capacity[*mp.CapacityKey]; !ok || mp.CapacityMultiplier == nil || mp.CapacityMultiplier.Sign() <= 0 {
+					errf("device %s: nodeAllocatableResources[%s]: capacityKey %s must be a capacity, with a positive capacityMultiplier", d.Name, r, *mp.CapacityKey)
+				}
+			}
+		}
 	}
 	pool := s.Spec.Pool
 	if len(pool.Name) > resourcev1.PoolNameMaxLength {
@@ -687,9 +699,14 @@ func TestCPUProfilesCapacityOverride(t *testing.T) {
 	}{
 		{ProfileDRACPU, "dra.cpu", "dra.cpu/cpu"},
 		{ProfileExampleCPU, "cpu.example.com", "cpu.example.com/cpu"},
+		// Under the simulator's driver name with the example driver's attribute domain.
+		{ProfileExampleCPU, DefaultDriverName, "cpu.example.com/cpu"},
 	} {
 		p := newPool(func(s *PoolSpec) {
 			s.Profile, s.DriverName, s.DeviceType, s.DeviceCount = tc.profile, tc.driver, "numa", 2
+			if tc.driver == DefaultDriverName {
+				s.AttributeDomain = "cpu.example.com"
+			}
 			s.Capacities = map[string]resource.Quantity{"cpu": resource.MustParse("48")}
 		})
 		slices := mustSlices(t, p)

@@ -6,10 +6,14 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/draforge/draforge/drivers/gvr"
 	"github.com/draforge/draforge/drivers/simdevice"
+	"github.com/draforge/draforge/drivers/simnode"
+	"github.com/draforge/draforge/test/cluster"
+	"github.com/draforge/draforge/test/e2e/e2eutil"
 )
 
 // TestNodeAllocatableDroppedNoRewrite: on the default control plane (DRANodeAllocatableResources
@@ -20,8 +24,43 @@ import (
 func TestNodeAllocatableDroppedNoRewrite(t *testing.T) {
 	e := newEnv(t)
 	e.Setup(t)
-	ctrl := startController(t)
+	checkNodeAllocatablePool(t, e, func() *controller { return startController(t) }, false)
+}
+
+// TestNodeAllocatableKeptWithGate: on a control plane with DRANodeAllocatableResources (profile
+// dra-all) kube-apiserver accepts example-cpu's mapping on a node declaring the feature (as a
+// kubelet with the gate does; SimulatedNodes declaredFeatures) and keeps it (its validation:
+// capacityKey names a capacity, capacityMultiplier set), and the slice is not rewritten either.
+func TestNodeAllocatableKeptWithGate(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts its own control plane")
+	}
+	c, err := cluster.Start(t.Context(), cluster.Options{Dir: t.TempDir(), Profile: "dra-all"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Stop() })
+	e := &env{e2eutil.NewEnv(t, c.Kubeconfig)}
+	e.Setup(t)
+	// node-a as examples/simulated-nodes.yaml declares it, plus the feature.
+	e.Apply(t, "", &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": simnode.APIVersion, "kind": simnode.Kind, "metadata": map[string]any{"name": "rack-r1"},
+		"spec": map[string]any{"prefix": "node", "names": []any{"a", "b"}, "labels": map[string]any{"draforge.test/rack": "r1"},
+			"allocatable":      map[string]any{"cpu": "64", "memory": "256Gi", "pods": "110"},
+			"declaredFeatures": []any{"DRANodeAllocatableResources"}},
+	}})
+	// No kube-scheduler here: the pool needs none.
+	checkNodeAllocatablePool(t, e, func() *controller {
+		return e2eutil.StartController(t, c.Kubeconfig, "--allocator", "simulator")
+	}, true)
+}
+
+// checkNodeAllocatablePool publishes an example-cpu pool on node-a and checks that the stored
+// slice has the mapping exactly when kept is true, and that a new generation with the same
+// slices and a restarted controller leave it as written.
+func checkNodeAllocatablePool(t *testing.T, e *env, start func() *controller, kept bool) {
 	ctx := t.Context()
+	ctrl := start()
 	e.Apply(t, e.Namespace, newPool(e.Namespace, "cpus", map[string]any{
 		"driverName": "cpu.example.com", "deviceType": "numa", "deviceCount": int64(2), "profile": "example-cpu",
 		"targetNodes": []any{"node-a"},
@@ -36,8 +75,9 @@ func TestNodeAllocatableDroppedNoRewrite(t *testing.T) {
 		out := map[string]string{}
 		for _, s := range list.Items {
 			for _, d := range s.Spec.Devices {
-				if d.NodeAllocatableResources != nil {
-					t.Fatalf("slice %s kept device %s's nodeAllocatableResources: the gate is on, the test proves nothing", s.Name, d.Name)
+				m := d.NodeAllocatableResources["cpu"].Mapping
+				if got := m != nil && m.CapacityKey != nil && *m.CapacityKey == "cpu.example.com/cpu"; got != kept {
+					t.Fatalf("slice %s device %s: nodeAllocatableResources %v, want the cpu mapping kept: %v", s.Name, d.Name, d.NodeAllocatableResources, kept)
 				}
 			}
 			out[s.Name] = fmt.Sprintf("rv=%s gen=%d devices=%d", s.ResourceVersion, s.Spec.Pool.Generation, len(s.Spec.Devices))
@@ -62,7 +102,7 @@ func TestNodeAllocatableDroppedNoRewrite(t *testing.T) {
 	// So does a restarted controller, which has no memory of what it wrote.
 	ctrl.Signal(9)
 	<-ctrl.Exited
-	ctrl = startController(t)
+	ctrl = start()
 	eventually(t, 30*time.Second, func() (bool, string) {
 		n := ctrl.Metric(t, "draforge_controller_sync_attempts_total")
 		return n >= 3, fmt.Sprintf("%v sync attempts", n)
