@@ -44,6 +44,7 @@ const (
 	IDSliceNodes       = "DRA009"
 	IDPodClaimRefs     = "DRA010"
 	IDFeatures         = "DRA011"
+	IDNodeAllocatable  = "DRA013"
 )
 
 // MinServerVersion is the oldest Kubernetes version that serves resource.k8s.io/v1 with the
@@ -136,6 +137,7 @@ var Checks = []Check{
 	{IDSliceNodes, "ResourceSlices reference existing nodes", needSnapshot(checkSliceNodes)},
 	{IDPodClaimRefs, "Pods reference existing claims", needSnapshot(checkPodClaimRefs)},
 	{IDFeatures, "DRA feature gates and API versions", checkFeatures},
+	{IDNodeAllocatable, "Node-allocatable mappings kept", checkNodeAllocatable},
 }
 
 // Run runs every check. s may be nil when f.SnapshotError says why.

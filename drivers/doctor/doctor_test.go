@@ -210,3 +210,37 @@ kubernetes_feature_enabled{name="GenericWorkload",stage="BETA"} 1
 		t.Errorf("DRA011 without /metrics: %+v", res)
 	}
 }
+
+// TestNodeAllocatable: a pool whose profile maps node-allocatable resources is a warning while
+// kube-apiserver's DRANodeAllocatableResources gate is off (it drops the mapping), or unknown,
+// and passes with the gate on; pools without such a profile always pass.
+func TestNodeAllocatable(t *testing.T) {
+	s := it.Healthy()
+	f := goodFacts()
+	if res := result(t, Run(s, f), IDNodeAllocatable); res.Status != Pass {
+		t.Errorf("no mapping pool: %+v", res)
+	}
+	s.Pools = append(s.Pools, &simdevice.Pool{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "cpus"},
+		Spec: simdevice.PoolSpec{Profile: simdevice.ProfileExampleCPU}})
+	f.Features.Gates[gateNodeAllocatable] = false
+	res := result(t, Run(s, f), IDNodeAllocatable)
+	if res.Status != Warn || !slices.Contains(res.Evidence, "pool ns/cpus (profile example-cpu) maps node-allocatable resources") ||
+		!strings.Contains(res.Message, "drops") {
+		t.Errorf("gate off: %+v", res)
+	}
+	delete(f.Features.Gates, gateNodeAllocatable)
+	if res := result(t, Run(s, f), IDNodeAllocatable); res.Status != Warn {
+		t.Errorf("gate unknown: %+v", res)
+	}
+	f.Features.Gates[gateNodeAllocatable] = true
+	if res := result(t, Run(s, f), IDNodeAllocatable); res.Status != Pass {
+		t.Errorf("gate on: %+v", res)
+	}
+	f.Features = &FeatureFacts{MetricsError: "forbidden"}
+	if res := result(t, Run(s, f), IDNodeAllocatable); res.Status != Skip {
+		t.Errorf("gates not read: %+v", res)
+	}
+	if simdevice.MapsNodeAllocatable(simdevice.ProfileDRACPU) || !simdevice.MapsNodeAllocatable(simdevice.ProfileExampleCPU) {
+		t.Error("dra-cpu publishes no mapping by default, example-cpu does")
+	}
+}

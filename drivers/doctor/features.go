@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/discovery"
 
 	"github.com/draforge/draforge/drivers/inventory"
+	"github.com/draforge/draforge/drivers/simdevice"
 )
 
 // FeatureFacts are the DRA and workload-scheduling feature gates kube-apiserver reports in its
@@ -88,4 +89,39 @@ func checkFeatures(_ *inventory.Snapshot, f *Facts) Result {
 	}
 	return Result{Status: Pass, Message: fmt.Sprintf("%d of %d DRA and workload-scheduling gates on; %d DRA and scheduling API versions served",
 		len(on), len(ff.Gates), len(ff.APIs)), Evidence: ev}
+}
+
+// gateNodeAllocatable is the gate without which kube-apiserver drops a ResourceSlice device's
+// nodeAllocatableResources (alpha, off by default in 1.37).
+const gateNodeAllocatable = "DRANodeAllocatableResources"
+
+// checkNodeAllocatable warns about pools whose profile maps node-allocatable resources (a CPU
+// driver's cpu) on a cluster whose API server drops the mapping: their slices are published
+// without it, so kube-scheduler does not count their claims against the node's allocatable.
+func checkNodeAllocatable(s *inventory.Snapshot, f *Facts) Result {
+	ff := f.Features
+	if ff == nil || ff.Gates == nil {
+		return Result{Status: Skip, Message: "feature gates not collected"}
+	}
+	if s == nil {
+		return Result{Status: Skip, Message: "cluster state not read"}
+	}
+	var ev []string
+	for _, p := range s.Pools {
+		if simdevice.MapsNodeAllocatable(p.Spec.Profile) {
+			ev = append(ev, fmt.Sprintf("pool %s/%s (profile %s) maps node-allocatable resources", p.Namespace, p.Name, p.Spec.Profile))
+		}
+	}
+	on, known := ff.Gates[gateNodeAllocatable]
+	switch {
+	case len(ev) == 0:
+		return Result{Status: Pass, Message: "no pool maps node-allocatable resources"}
+	case on:
+		return Result{Status: Pass, Message: fmt.Sprintf("%d pools map node-allocatable resources; %s is on", len(ev), gateNodeAllocatable), Evidence: ev}
+	case !known:
+		return Result{Status: Warn, Message: fmt.Sprintf("%d pools map node-allocatable resources; kube-apiserver does not report %s", len(ev), gateNodeAllocatable), Evidence: ev,
+			Remediation: "an API server without the gate drops nodeAllocatableResources from every ResourceSlice"}
+	}
+	return Result{Status: Warn, Message: fmt.Sprintf("%d pools map node-allocatable resources, which kube-apiserver drops (%s off)", len(ev), gateNodeAllocatable), Evidence: ev,
+		Remediation: "their ResourceSlices are stored without nodeAllocatableResources, so kube-scheduler does not count their claims against the node's allocatable (DRAForge takes the stripped slices as published and does not rewrite them); to keep the mapping turn on " + gateNodeAllocatable + " in kube-apiserver and kube-scheduler (localcluster profile dra-all) and declare it on the nodes (SimulatedNodes declaredFeatures, as a kubelet with the gate does)"}
 }

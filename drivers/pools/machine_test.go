@@ -24,8 +24,9 @@ var poolNames = machine.Names{
 		"createAllocationPod", "awaitAllocationPod", "completeAllocation", "deleteAllocationPod"},
 	Observations: []string{"poolSpecInvalid", "poolSlicesOutOfDate", "claimNeedsSimulatedAllocation",
 		"claimAwaitsBindingConditions", "claimBindingFailed", "claimNeedsAllocationPod", "claimReservedForAllocationPod",
-		"podOnSimulatedNode", "podClaimsReserved", "podDeviceHealth", "podDeviceHealthChanged", "podNetwork"},
-	Mappers: []string{"podClaims", "pendingClaims", "claimPods", "slicePods"},
+		"podOnSimulatedNode", "podClaimsReserved", "podDeviceHealth", "podDeviceHealthChanged", "podNetwork",
+		"computeDomainSimulated", "computeDomainStatusStale"},
+	Mappers: []string{"podClaims", "pendingClaims", "claimPods", "slicePods", "claimComputeDomains", "computeDomainPods"},
 }
 
 // facts are the observations and the related CRD (nil when absent).

@@ -16,6 +16,13 @@ import (
 // qualified with the slice's own driver domain equal their short form: the API and the
 // allocator read "<driver>/name" and "name" as the same ID, and releases before this one
 // published the qualified form, so an upgrade must not rewrite every slice for it.
+//
+// A stored slice without nodeAllocatableResources on any device equals a desired one with them:
+// with the DRANodeAllocatableResources gate off (alpha, off by default in 1.37) the API server
+// drops the field from every device of a slice it writes (kubernetes v1.37.2
+// pkg/registry/resource/resourceslice/strategy.go, dropDisabledDRANodeAllocatableResourcesFields),
+// so writing it again would change nothing and repeat forever. NodeAllocatableDropped tells
+// when that happened.
 func SlicesEqual(desired, actual *resourcev1.ResourceSlice) bool {
 	if desired == nil || actual == nil {
 		return desired == actual
@@ -30,7 +37,28 @@ func SlicesEqual(desired, actual *resourcev1.ResourceSlice) bool {
 	}
 	d, okD := normalize(desired.Spec)
 	a, okA := normalize(actual.Spec)
+	if NodeAllocatableDropped(desired, actual) {
+		for i := range d.Devices {
+			d.Devices[i].NodeAllocatableResources = nil
+		}
+	}
 	return okD && okA && equality.Semantic.DeepEqual(d, a)
+}
+
+// NodeAllocatableDropped reports whether desired maps node-allocatable resources
+// (nodeAllocatableResources) and the stored actual has none on any device: the API server
+// dropped them, its DRANodeAllocatableResources gate being off.
+func NodeAllocatableDropped(desired, actual *resourcev1.ResourceSlice) bool {
+	return desired != nil && actual != nil && hasNodeAllocatable(desired) && !hasNodeAllocatable(actual)
+}
+
+func hasNodeAllocatable(s *resourcev1.ResourceSlice) bool {
+	for i := range s.Spec.Devices {
+		if len(s.Spec.Devices[i].NodeAllocatableResources) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // normalize drops the ignored fields and shortens names in the driver's domain; ok is false

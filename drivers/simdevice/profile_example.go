@@ -1,6 +1,6 @@
 package simdevice
 
-// dra-example-driver (drivers gpu.example.com and net.example.com), as published by
+// dra-example-driver (drivers gpu.example.com, net.example.com and cpu.example.com), as published by
 // kubernetes-sigs/dra-example-driver at commit 31914ceacda29bbc55208ef75e68c0991e1c9568 (after v0.4.0):
 //   - internal/profiles/gpu/gpu.go: EnumerateDevices. With --gpu-partitions=0 (the chart's
 //     default) one device "gpu-<i>" per GPU with attributes index, uuid, model, driverVersion and
@@ -13,10 +13,20 @@ package simdevice
 //   - internal/profiles/net/net.go: EnumerateDevices: "nic-<i>" with allowMultipleAllocations,
 //     capacity vfs (100, always 1 per allocation) and ingressBandwidth/egressBandwidth (100G,
 //     default 1G, 100M to 100G in steps of 1M).
+//   - internal/profiles/cpu/cpu.go: EnumerateDevices: "numa-<i>" per fake NUMA node with
+//     allowMultipleAllocations, attribute numaNodeID and the capacity "<driver name>/cpu"
+//     (cpusPerNUMANode; cmd/dra-example-kubeletplugin/main.go defaults to 8 NUMA nodes of 4
+//     CPUs), and a node-allocatable mapping of cpu onto that capacity. The driver, built against
+//     k8s.io/api v0.36, writes the 1.36 field nodeAllocatableResourceMappings ({capacityKey}),
+//     which Kubernetes 1.37 tombstoned; this mirrors it in the 1.37 shape,
+//     nodeAllocatableResources {cpu: {mapping: {capacityKey, capacityMultiplier: "1"}}} (1.37
+//     requires the multiplier with the key). The field is gated (DRANodeAllocatableResources,
+//     alpha): see SlicesEqual for an API server that drops it.
 
 import (
 	"fmt"
 
+	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/ptr"
@@ -122,6 +132,29 @@ func exampleNet(p physical) ([]resourcev1.Device, []resourcev1.CounterSet) {
 			},
 			"ingressBandwidth": bandwidth,
 			"egressBandwidth":  *bandwidth.DeepCopy(),
+		},
+	}}, nil
+}
+
+// exampleCPUsPerNUMANode is --cpus-per-numa-node's default; spec.capacities.cpu changes it.
+const exampleCPUsPerNUMANode = 4
+
+func exampleCPU(p physical) ([]resourcev1.Device, []resourcev1.CounterSet) {
+	// The driver names the capacity after itself (CapacityKey); here after the attribute
+	// domain, which is the driver name unless the pool says otherwise.
+	key := resourcev1.QualifiedName("cpu")
+	if p.spec.AttributeDomain != "" {
+		key = resourcev1.QualifiedName(p.spec.AttributeDomain + "/cpu")
+	}
+	return []resourcev1.Device{{
+		Name:                     fmt.Sprintf("numa-%d", p.index),
+		AllowMultipleAllocations: ptr.To(true),
+		Attributes:               attrs{"numaNodeID": integer(int64(p.index))},
+		Capacity:                 caps{key: {Value: *resource.NewQuantity(exampleCPUsPerNUMANode, resource.DecimalSI)}},
+		NodeAllocatableResources: map[corev1.ResourceName]resourcev1.NodeAllocatableResource{
+			corev1.ResourceCPU: {Mapping: &resourcev1.NodeAllocatableMapping{
+				CapacityKey: ptr.To(key), CapacityMultiplier: ptr.To(resource.MustParse("1")),
+			}},
 		},
 	}}, nil
 }

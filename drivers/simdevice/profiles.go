@@ -87,6 +87,8 @@ var profiles = map[Profile]profileDef{
 	ProfileAMDGPUCPX:           {build: amdGPUCPX},
 	ProfileGoogleTPU:           {build: googleTPU},
 	ProfileSRIOVVF:             {build: sriovVF, deviceStatus: true},
+	ProfileDRACPU:              {build: draCPU},
+	ProfileExampleCPU:          {build: exampleCPU},
 }
 
 // Profiles lists the known profiles (without the empty one), sorted.
@@ -214,6 +216,34 @@ func (s *PoolSpec) qualifyAll(in map[resourcev1.QualifiedName]resourcev1.DeviceA
 	return a, out
 }
 
+// specName returns the name spec attribute or capacity k is published under on a device that
+// has the names has reports: s.qualify(k), or the profile's own spelling of the same ID when it
+// writes it qualified with the driver's domain (dra-driver-cpu writes "dra.cpu/cpu"). The spec
+// value then replaces the profile's instead of adding a second name for one ID, which
+// SlicesEqual could never find equal.
+func (s *PoolSpec) specName(k string, has func(resourcev1.QualifiedName) bool) resourcev1.QualifiedName {
+	q := s.qualify(k)
+	if long := resourcev1.QualifiedName(s.DriverName + "/" + k); !strings.Contains(string(q), "/") && has(long) {
+		return long
+	}
+	return q
+}
+
+func hasKey[V any](m map[resourcev1.QualifiedName]V) func(resourcev1.QualifiedName) bool {
+	return func(n resourcev1.QualifiedName) bool { _, ok := m[n]; return ok }
+}
+
+// specCapacity returns the value spec.capacities gives the profile's capacity name, or def: a
+// profile whose attributes follow a capacity (dra-driver-cpu's numCPUs) reads it here.
+func (s *PoolSpec) specCapacity(name resourcev1.QualifiedName, def resource.Quantity) resource.Quantity {
+	for k, v := range s.Capacities {
+		if s.specName(k, func(n resourcev1.QualifiedName) bool { return n == name }) == name {
+			return v.DeepCopy()
+		}
+	}
+	return def
+}
+
 // physicalDevices returns the devices (qualified, with spec.attributes and spec.capacities
 // applied; later wins: built-ins, profile, spec) and counter sets of physical device i on node.
 func (p *Pool) physicalDevices(node string, i int) ([]resourcev1.Device, []resourcev1.CounterSet) {
@@ -233,7 +263,7 @@ func (p *Pool) physicalDevices(node string, i int) ([]resourcev1.Device, []resou
 			d.Attributes[AttrIndex] = integer(int64(i))
 		}
 		for k, v := range s.Attributes {
-			d.Attributes[s.qualify(k)] = resourcev1.DeviceAttribute{
+			d.Attributes[s.specName(k, hasKey(d.Attributes))] = resourcev1.DeviceAttribute{
 				StringValue: v.String, IntValue: v.Int, BoolValue: v.Bool, VersionValue: v.Version,
 			}
 		}
@@ -241,7 +271,7 @@ func (p *Pool) physicalDevices(node string, i int) ([]resourcev1.Device, []resou
 			d.Capacity = caps{}
 		}
 		for k, v := range s.Capacities {
-			d.Capacity[s.qualify(k)] = resourcev1.DeviceCapacity{Value: v.DeepCopy()}
+			d.Capacity[s.specName(k, hasKey(d.Capacity))] = resourcev1.DeviceCapacity{Value: v.DeepCopy()}
 		}
 	}
 	return devs, counters
@@ -257,6 +287,22 @@ func DevicesPerPhysical(p Profile) int {
 	}
 	devs, _ := def.build(physical{spec: &PoolSpec{DeviceType: "device", DeviceCount: 1, Profile: p, DriverName: DefaultDriverName}})
 	return len(devs)
+}
+
+// MapsNodeAllocatable reports whether profile p publishes nodeAllocatableResources, a field the
+// API server keeps only with the DRANodeAllocatableResources gate on (see SlicesEqual).
+func MapsNodeAllocatable(p Profile) bool {
+	def, ok := profiles[p]
+	if !ok {
+		return false
+	}
+	devs, _ := def.build(physical{spec: &PoolSpec{DeviceType: "x", DeviceCount: 1}})
+	for _, d := range devs {
+		if len(d.NodeAllocatableResources) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // ProfileShape returns the attribute and capacity names a profile publishes, as written before

@@ -43,7 +43,7 @@ func loadScenario(t *testing.T, file string) *scenario {
 	}
 	sc := &scenario{file: filepath.Base(file), outcomes: map[string]string{}}
 	for _, m := range outcomeRE.FindAllStringSubmatch(string(src), -1) {
-		if m[1] == "pod" || m[1] == "job" || m[1] == "deployment" || m[1] == "podgroup" {
+		if m[1] == "pod" || m[1] == "job" || m[1] == "deployment" || m[1] == "podgroup" || m[1] == "computedomain" {
 			continue // workload outcomes need kube-scheduler: e2e TestScenarios checks them
 		}
 		sc.outcomes[m[1]] = strings.TrimSpace(m[2])

@@ -71,6 +71,18 @@ func checkSliceValid(t *testing.T, s *resourcev1.ResourceSlice) {
 		if perDevice != (d.NodeName != nil && *d.NodeName != "") {
 			errf("device %s: nodeName must be set exactly when the slice has perDeviceNodeSelection", d.Name)
 		}
+		// kubernetes v1.37.2 pkg/apis/resource/validation validateNodeAllocatableMapping: a
+		// capacityKey names one of the device's capacities as written, with a positive multiplier.
+		for r, m := range d.NodeAllocatableResources {
+			if m.Mapping == nil && m.Overhead == nil {
+				errf("device %s: nodeAllocatableResources[%s]: mapping or overhead required", d.Name, r)
+			}
+			if mp := m.Mapping; mp != nil && mp.CapacityKey != nil {
+				if _, ok := d.Capacity[*mp.CapacityKey]; !ok || mp.CapacityMultiplier == nil || mp.CapacityMultiplier.Sign() <= 0 {
+					errf("device %s: nodeAllocatableResources[%s]: capacityKey %s must be a capacity, with a positive capacityMultiplier", d.Name, r, *mp.CapacityKey)
+				}
+			}
+		}
 	}
 	pool := s.Spec.Pool
 	if len(pool.Name) > resourcev1.PoolNameMaxLength {
@@ -628,5 +640,85 @@ func TestFromUnstructured(t *testing.T) {
 	u.SetKind("Other")
 	if _, err := FromUnstructured(u); err == nil {
 		t.Error("wrong kind must fail")
+	}
+}
+
+// A slice whose nodeAllocatableResources the API server dropped (gate off) is published: no
+// rewrite forever. A stored slice that keeps some mapping is compared as usual, and a pool
+// without mappings is unaffected.
+func TestSlicesEqualNodeAllocatableDropped(t *testing.T) {
+	p := newPool(func(s *PoolSpec) {
+		s.Profile, s.DriverName, s.DeviceType, s.DeviceCount = ProfileExampleCPU, "cpu.example.com", "numa", 2
+	})
+	desired := mustSlices(t, p)[0]
+	stored := roundTrip(t, desired)
+	if !SlicesEqual(desired, stored) || NodeAllocatableDropped(desired, stored) {
+		t.Fatal("a stored copy with the mapping (gate on) must be equal, nothing dropped")
+	}
+	dropped := stored.DeepCopy()
+	for i := range dropped.Spec.Devices {
+		dropped.Spec.Devices[i].NodeAllocatableResources = nil
+	}
+	if !SlicesEqual(desired, dropped) || !NodeAllocatableDropped(desired, dropped) {
+		t.Error("a slice the server stripped of every mapping must be equal and reported dropped")
+	}
+	partial := stored.DeepCopy()
+	partial.Spec.Devices[0].NodeAllocatableResources = nil
+	if SlicesEqual(desired, partial) {
+		t.Error("one device's mapping missing while another keeps its mapping is a difference")
+	}
+	changed := stored.DeepCopy()
+	changed.Spec.Devices[0].NodeAllocatableResources[corev1.ResourceCPU].Mapping.CapacityMultiplier = ptr.To(resource.MustParse("2"))
+	if SlicesEqual(desired, changed) {
+		t.Error("a changed mapping is a difference")
+	}
+	// Dropped mappings hide nothing else.
+	dropped.Spec.Devices[1].Attributes["numaNodeID"] = integer(7)
+	if SlicesEqual(desired, dropped) {
+		t.Error("an attribute change next to dropped mappings is a difference")
+	}
+	// A stored mapping the pool no longer wants is a difference.
+	plain := newPool(func(s *PoolSpec) {
+		s.Profile, s.DriverName, s.DeviceType, s.DeviceCount = ProfileDRACPU, "dra.cpu", "numa", 2
+	})
+	want := mustSlices(t, plain)[0]
+	extra := roundTrip(t, want)
+	extra.Spec.Devices[0].NodeAllocatableResources = stored.Spec.Devices[0].NodeAllocatableResources
+	if SlicesEqual(want, extra) || NodeAllocatableDropped(want, extra) {
+		t.Error("a mapping the pool does not publish is a difference")
+	}
+}
+
+// spec.capacities.cpu replaces the CPU capacity the CPU profiles write qualified with the
+// driver's domain (one ID, one name), and dra-cpu's numCPUs follows it.
+func TestCPUProfilesCapacityOverride(t *testing.T) {
+	for _, tc := range []struct {
+		profile Profile
+		driver  string
+		key     resourcev1.QualifiedName
+	}{
+		{ProfileDRACPU, "dra.cpu", "dra.cpu/cpu"},
+		{ProfileExampleCPU, "cpu.example.com", "cpu.example.com/cpu"},
+		// Under the simulator's driver name with the example driver's attribute domain.
+		{ProfileExampleCPU, DefaultDriverName, "cpu.example.com/cpu"},
+	} {
+		p := newPool(func(s *PoolSpec) {
+			s.Profile, s.DriverName, s.DeviceType, s.DeviceCount = tc.profile, tc.driver, "numa", 2
+			if tc.driver == DefaultDriverName {
+				s.AttributeDomain = "cpu.example.com"
+			}
+			s.Capacities = map[string]resource.Quantity{"cpu": resource.MustParse("48")}
+		})
+		slices := mustSlices(t, p)
+		d := slices[0].Spec.Devices[0]
+		if q := d.Capacity[tc.key].Value; len(d.Capacity) != 1 || q.Value() != 48 {
+			t.Errorf("%s: capacity %v, want only %s = 48", tc.profile, d.Capacity, tc.key)
+		}
+		if n, ok := d.Attributes["dra.cpu/numCPUs"]; tc.profile == ProfileDRACPU && (!ok || *n.IntValue != 48) {
+			t.Errorf("%s: numCPUs %v, want 48", tc.profile, n)
+		}
+		if !SlicesEqual(slices[0], roundTrip(t, slices[0])) {
+			t.Errorf("%s: the stored copy must be equal", tc.profile)
+		}
 	}
 }

@@ -67,7 +67,8 @@ const (
 	ProfileNvidiaComputeDomain Profile = "nvidia-compute-domain"
 	// dra-example-driver: gpu profile with 4 partitions per GPU (gpu.example.com); its default
 	// configuration (whole GPUs, --gpu-partitions=0); whole GPUs shared between claims
-	// (--gpu-allow-multiple-allocations); net profile with consumable bandwidth (net.example.com).
+	// (--gpu-allow-multiple-allocations); net profile with consumable bandwidth (net.example.com);
+	// its cpu profile is with the CPU drivers below.
 	ProfileExampleGPU       Profile = "example-gpu"
 	ProfileExampleGPUPlain  Profile = "example-gpu-plain"
 	ProfileExampleGPUShared Profile = "example-gpu-shared"
@@ -81,6 +82,10 @@ const (
 	ProfileGoogleTPU Profile = "google-tpu"
 	// SR-IOV network driver (sriovnetwork.k8snetworkplumbingwg.io): 8 virtual functions per NIC port.
 	ProfileSRIOVVF Profile = "sriov-vf"
+	// CPU DRA driver (dra.cpu), default mode: one device per NUMA node sharing its CPUs
+	// through consumable capacity; and dra-example-driver's cpu profile (cpu.example.com).
+	ProfileDRACPU     Profile = "dra-cpu"
+	ProfileExampleCPU Profile = "example-cpu"
 	// DRAForge-made shapes, not mirroring a driver.
 	ProfileMellanoxNIC Profile = "mellanox-nic"
 	ProfileGeneric     Profile = "generic"

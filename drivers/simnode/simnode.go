@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -63,6 +64,11 @@ type Spec struct {
 	LeaseRenewInterval   string            `json:"leaseRenewInterval,omitempty"`
 	StatusReportInterval string            `json:"statusReportInterval,omitempty"`
 	Topology             *Topology         `json:"topology,omitempty"`
+	// DeclaredFeatures go to status.declaredFeatures, as a kubelet declares the features its
+	// gates turn on (KEP-5328): kube-apiserver admits a ResourceSlice device with
+	// nodeAllocatableResources only on a node declaring DRANodeAllocatableResources
+	// (plugin/pkg/admission/nodedeclaredfeatures). Sorted and deduplicated, as the API requires.
+	DeclaredFeatures []string `json:"declaredFeatures,omitempty"`
 }
 
 // Topology lays the nodes out in nested domains, outermost first (zone, block, rack, NVLink
@@ -145,6 +151,9 @@ func Decode(u *unstructured.Unstructured) (Spec, error) {
 	return s, s.check()
 }
 
+// featureName is a declared feature's name (kubernetes v1.37.2 pkg/apis/core/validation).
+var featureName = regexp.MustCompile(`^[A-Z][a-zA-Z0-9]*(/[a-zA-Z][a-zA-Z0-9]*)*$`)
+
 // check repeats what Go needs of the schema's rules, for specs built in Go (the CLI flags).
 func (s Spec) check() error {
 	if s.Prefix == "" && len(s.Names) == 0 {
@@ -169,6 +178,11 @@ func (s Spec) check() error {
 	for k, v := range s.Allocatable {
 		if _, err := resource.ParseQuantity(v); err != nil {
 			return fmt.Errorf("allocatable %s: %w", k, err)
+		}
+	}
+	for _, f := range s.DeclaredFeatures {
+		if len(f) > 253 || !featureName.MatchString(f) {
+			return fmt.Errorf("declared feature %q: want an UpperCamelCase name such as DRANodeAllocatableResources", f)
 		}
 	}
 	for _, d := range []string{s.LeaseRenewInterval, s.StatusReportInterval} {
@@ -276,6 +290,8 @@ func (s Spec) Nodes(now time.Time) []*corev1.Node {
 				Conditions:  Conditions(t),
 				Addresses:   []corev1.NodeAddress{{Type: corev1.NodeHostName, Address: name}},
 				NodeInfo:    corev1.NodeSystemInfo{OperatingSystem: labels[corev1.LabelOSStable], Architecture: labels[corev1.LabelArchStable]},
+				// nil without features, so an applied status leaves the field alone.
+				DeclaredFeatures: slices.Compact(slices.Sorted(slices.Values(s.DeclaredFeatures))),
 			},
 		})
 	}

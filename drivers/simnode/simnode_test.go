@@ -124,6 +124,7 @@ func TestDecodeRejects(t *testing.T) {
 		"topology overflow":  {`{spec: {prefix: x, topology: {levels: [{key: a, count: 4611686018427387904}], nodesPerDomain: 4}}}`, "want 1 to 10000"},
 		"topology no levels": {`{spec: {prefix: x, topology: {levels: [], nodesPerDomain: 2}}}`, "0 levels"},
 		"topology same key":  {`{spec: {prefix: x, topology: {levels: [{key: a, count: 1}, {key: a, count: 2}], nodesPerDomain: 2}}}`, "level a appears twice"},
+		"feature name":       {`{spec: {prefix: node, count: 1, declaredFeatures: [draNodeAllocatableResources]}}`, `declared feature "draNodeAllocatableResources"`},
 		"topology hostname":  {`{spec: {prefix: x, topology: {levels: [{key: kubernetes.io/hostname, count: 2}], nodesPerDomain: 2}}}`, "sets that label itself"},
 	} {
 		if _, err := decodeYAML(t, c.src); err == nil || !strings.Contains(err.Error(), c.want) {
@@ -162,5 +163,21 @@ func TestTopologyLabels(t *testing.T) {
 		if got != want || l["team"] != "ml" || l["kubernetes.io/hostname"] != nodes[i].Name {
 			t.Errorf("node %d: %v (labels %v), want %v", i, got, l, want)
 		}
+	}
+}
+
+// Declared features go to status.declaredFeatures sorted and once each (the API refuses
+// others); without them the field stays unset.
+func TestDeclaredFeatures(t *testing.T) {
+	s, err := decodeYAML(t, `{spec: {prefix: node, count: 1, declaredFeatures: [Zeta, DRANodeAllocatableResources, Zeta]}}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Nodes(time.Now())[0].Status.DeclaredFeatures; !slices.Equal(got, []string{"DRANodeAllocatableResources", "Zeta"}) {
+		t.Errorf("declaredFeatures %v", got)
+	}
+	s.DeclaredFeatures = nil
+	if got := s.Nodes(time.Now())[0].Status.DeclaredFeatures; got != nil {
+		t.Errorf("no features declared: %v", got)
 	}
 }
