@@ -47,4 +47,5 @@ var (
 // All is every resource above, for checks that a resource named elsewhere is a shared one.
 var All = []schema.GroupVersionResource{
 	SimulatedDevicePools, ResourceSlices, DeviceClasses, ResourceClaims, DeviceTaintRules, PodGroups, Nodes, Pods, Namespaces, CustomResourceDefinitions, Leases,
+	ResourceClaimTemplates, ComputeDomains,
 }
