@@ -20,8 +20,9 @@ var knownNames = Names{
 		"createAllocationPod", "awaitAllocationPod", "completeAllocation", "deleteAllocationPod"},
 	Observations: []string{"poolSpecInvalid", "poolSlicesOutOfDate", "claimNeedsSimulatedAllocation",
 		"claimAwaitsBindingConditions", "claimBindingFailed", "claimNeedsAllocationPod", "claimReservedForAllocationPod",
-		"podOnSimulatedNode", "podClaimsReserved", "podDeviceHealth", "podDeviceHealthChanged", "podNetwork"},
-	Mappers: []string{"podClaims", "pendingClaims", "claimPods", "slicePods"},
+		"podOnSimulatedNode", "podClaimsReserved", "podDeviceHealth", "podDeviceHealthChanged", "podNetwork",
+		"computeDomainSimulated", "computeDomainStatusStale"},
+	Mappers: []string{"podClaims", "pendingClaims", "claimPods", "slicePods", "claimComputeDomains", "computeDomainPods"},
 }
 
 // Every message must start with file:line:col of a line in the file at fault.
