@@ -15,7 +15,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/structured"
 	"k8s.io/utils/ptr"
 
-	"github.com/draforge/draforge/drivers/simdevice"
+	"github.com/draforge/draforge/drivers/devicehealth"
 )
 
 // Reason codes explaining why a device cannot serve a request.
@@ -395,7 +395,7 @@ func (a *Allocator) usability(snap *snapshot, v requestView, d device) []Reason 
 				from := "published by the driver"
 				if rule := snap.taintSource(d.slice, d.dev.Name, t); rule != "" {
 					from = "from DeviceTaintRule " + rule
-				} else if m := simdevice.TaintMeaning(t); m != "" {
+				} else if m := devicehealth.Meaning(t); m != "" {
 					// A health taint of a real driver (gpu.nvidia.com/xid...): what happened.
 					from += ": " + m
 				}

@@ -16,6 +16,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/cel"
 	"k8s.io/utils/ptr"
 
+	"github.com/draforge/draforge/drivers/devicehealth"
 	"github.com/draforge/draforge/drivers/inventory"
 	"github.com/draforge/draforge/drivers/simdevice"
 )
@@ -401,7 +402,7 @@ const maxHealthEvidence = 20
 
 // checkHealthTaints lists the devices whose driver published a health taint in its
 // ResourceSlices (the NVIDIA driver's gpu.nvidia.com/xid, gpu-lost, unmonitored; simdevice
-// TaintMeaning), newest pool generation only: WARN when one keeps new claims off a device
+// devicehealth.Meaning), newest pool generation only: WARN when one keeps new claims off a device
 // (NoSchedule, NoExecute), PASS when they are all informational (None) or there are none.
 func checkHealthTaints(s *inventory.Snapshot) Result {
 	gen := map[inventory.PoolID]int64{}
@@ -416,7 +417,7 @@ func checkHealthTaints(s *inventory.Snapshot) Result {
 		}
 		for _, d := range sl.Spec.Devices {
 			for _, t := range d.Taints {
-				m := simdevice.TaintMeaning(t)
+				m := devicehealth.Meaning(t)
 				if m == "" {
 					continue
 				}

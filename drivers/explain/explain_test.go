@@ -216,7 +216,7 @@ func TestNvidiaHealthTaintExplained(t *testing.T) {
 	if r.Explanation.Allocatable || r.ReasonCounts[allocator.ReasonTainted] != 2 {
 		t.Fatalf("want not allocatable with 2 tainted: %v\n%s", r.ReasonCounts, out)
 	}
-	want := "Tainted: taint gpu.nvidia.com/xid=79:NoSchedule (published by the driver: NVIDIA driver health event: XID 79 (GPU has fallen off the bus), a critical error: the driver keeps new claims off the GPU until the taint is cleared) is not tolerated"
+	want := "Tainted: taint gpu.nvidia.com/xid=79:NoSchedule (published by the driver: NVIDIA driver health event: XID 79 (GPU has fallen off the bus), a critical error) is not tolerated"
 	if !strings.Contains(out, want) || !strings.Contains(out, `key "gpu.nvidia.com/xid", effect NoSchedule`) {
 		t.Errorf("output lacks %q or the toleration remedy:\n%s", want, out)
 	}
