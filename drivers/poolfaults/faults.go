@@ -118,6 +118,30 @@ func Set(p *simdevice.Pool, f simdevice.Fault) ([]simdevice.Fault, error) {
 	return out, nil
 }
 
+// Merge returns the pool's faults with each of fs set as Set sets one (replacing the fault of
+// the same device and node), validated once at the end: the faults of a fault campaign.
+func Merge(p *simdevice.Pool, fs []simdevice.Fault) ([]simdevice.Fault, error) {
+	check := *p
+	check.Spec.Faults = slices.Clone(p.Spec.Faults)
+	for _, f := range fs {
+		if f.Mode == simdevice.FaultHealthy {
+			return nil, fmt.Errorf("a campaign sets faults: mode healthy removes them")
+		}
+		key := target(&check, f.Device)
+		if key == "" {
+			return nil, fmt.Errorf("SimulatedDevicePool %s/%s has no device %s (%s)", p.Namespace, p.Name, f.Device.String(), deviceNames(p))
+		}
+		check.Spec.Faults = slices.DeleteFunc(check.Spec.Faults, func(old simdevice.Fault) bool {
+			return old.Node == f.Node && target(&check, old.Device) == key
+		})
+		check.Spec.Faults = append(check.Spec.Faults, f)
+	}
+	if errs := check.Validate(); len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return check.Spec.Faults, nil
+}
+
 func profileNames(ps []simdevice.Profile) string {
 	names := make([]string, len(ps))
 	for i, p := range ps {

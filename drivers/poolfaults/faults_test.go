@@ -1,6 +1,7 @@
 package poolfaults
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -96,5 +97,25 @@ func TestSetDriverFaults(t *testing.T) {
 	f, _ = NewFault("1", "", "gpu-lost", 0)
 	if _, err := Set(other, f); err == nil || !strings.Contains(err.Error(), `ns/p: mode gpu-lost is a health event of the NVIDIA GPU driver, and its profile "amd-gpu" does not publish it (profiles that do: nvidia-gpu, nvidia-gpu-shares)`) {
 		t.Fatalf("want the profile refused, got %v", err)
+	}
+}
+
+func TestMerge(t *testing.T) {
+	p := pool(simdevice.PoolSpec{DeviceType: "gpu", DeviceCount: 2, Profile: simdevice.ProfileNvidiaGPU})
+	p.Spec.Faults = []simdevice.Fault{{Device: DeviceRef("gpu-1"), Node: "node-a", Mode: simdevice.FaultUnhealthy}, {Device: DeviceRef("0"), Mode: simdevice.FaultDisappear}}
+	ecc, _ := NewFault("1", "node-a", "ecc", 0)
+	out, err := Merge(p, []simdevice.Fault{ecc})
+	if err != nil || len(out) != 2 || out[0].Mode != simdevice.FaultDisappear || out[1].Mode != simdevice.FaultECC {
+		t.Fatalf("got %+v %v: the campaign's fault replaces the device's fault on the node", out, err)
+	}
+	if len(p.Spec.Faults) != 2 || p.Spec.Faults[0].Mode != simdevice.FaultUnhealthy {
+		t.Fatalf("Merge changed the pool: %+v", p.Spec.Faults)
+	}
+	many := make([]simdevice.Fault, 0, 300)
+	for i := range 300 {
+		many = append(many, simdevice.Fault{Device: DeviceRef("0"), Node: fmt.Sprintf("node-%d", i), Mode: simdevice.FaultECC})
+	}
+	if _, err := Merge(p, many); err == nil || !strings.Contains(err.Error(), "spec.faults: Too many") {
+		t.Fatalf("want the 256-fault limit, got %v", err)
 	}
 }

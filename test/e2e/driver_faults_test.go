@@ -137,4 +137,16 @@ func TestPodDriverHealthFaults(t *testing.T) {
 	mustCLI(t, "inject-fault", "gpus", "-n", ns, "--device", faulty, "--node", r.node, "--mode", "healthy")
 	waitTaint(faulty, nil)
 	r.waitPod(t, "third", 60*time.Second, podRunning)
+
+	// A campaign hitting every device (fraction 1) sets an ecc fault on each, replacing their
+	// faults on the node; a dry run writes nothing.
+	dry := mustCLI(t, "fault-campaign", "gpus", "-n", ns, "--seed", "1", "--mode", "ecc", "--fraction", "1", "--dry-run")
+	if !strings.Contains(dry, "has caused 2 faults by 0s (dry run") || !strings.Contains(dry, "node "+r.node+" device 1: ecc (XID 48)") {
+		t.Errorf("dry run said %q", dry)
+	}
+	waitTaint(other, []resourcev1.DeviceTaint{{Key: "gpu.nvidia.com/xid", Value: "13", Effect: resourcev1.DeviceTaintEffectNone}})
+	mustCLI(t, "fault-campaign", "gpus", "-n", ns, "--seed", "1", "--mode", "ecc", "--fraction", "1")
+	for _, d := range []string{"gpu-0", "gpu-1"} {
+		waitTaint(d, []resourcev1.DeviceTaint{{Key: "gpu.nvidia.com/xid", Value: "48", Effect: resourcev1.DeviceTaintEffectNoSchedule}})
+	}
 }
