@@ -4,7 +4,7 @@
 // and time give the same faults, whatever the order of the nodes.
 //
 // Each physical device (node, index) draws one number u in [0, 1) from a hash of (seed, node,
-// index), independent of every other device, so adding nodes or devices never changes whether an
+// index) (simdevice.CampaignDraw, the draws of spec.faultCampaigns), independent of every other device, so adding nodes or devices never changes whether an
 // existing device is hit, and raising the fraction or the rate only adds faults:
 //   - Fraction f: the device is hit when u < f (a Bernoulli draw per device; the count is
 //     binomial, about f × devices).
@@ -19,13 +19,10 @@
 package faultcampaign
 
 import (
-	"crypto/sha256"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
 	"slices"
-	"strconv"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -109,7 +106,7 @@ func Expand(c Campaign, nodes []string, devices int, at time.Duration) ([]simdev
 				}
 				idx = -1
 			}
-			if !hit(c, draw(c.Seed, node, idx), units, at) {
+			if !hit(c, simdevice.CampaignDraw(c.Seed, node, idx), units, at) {
 				continue
 			}
 			f := simdevice.Fault{Device: intstr.FromInt32(int32(max(idx, 0))), Node: node, Mode: c.Mode}
@@ -144,17 +141,4 @@ func Onset(u, perHour float64) time.Duration {
 		return math.MaxInt64
 	}
 	return time.Duration(h * float64(time.Hour))
-}
-
-// draw is the unit's number in [0, 1): the top 53 bits of SHA-256(seed, node, index).
-func draw(seed int64, node string, index int) float64 {
-	h := sha256.New()
-	var b [8]byte
-	binary.BigEndian.PutUint64(b[:], uint64(seed))
-	h.Write(b[:])
-	h.Write([]byte(node))
-	h.Write([]byte{0})
-	h.Write([]byte(strconv.Itoa(index)))
-	sum := h.Sum(nil)
-	return float64(binary.BigEndian.Uint64(sum[:8])>>11) / (1 << 53)
 }

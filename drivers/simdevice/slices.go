@@ -138,7 +138,8 @@ func (p *Pool) nodeSlices(node string) []*resourcev1.ResourceSlice {
 	s := &p.Spec
 	taints := map[physicalRef][]resourcev1.DeviceTaint{}
 	gone := map[physicalRef]bool{}
-	for _, f := range s.Faults {
+	// Campaign faults first: a fault listed in spec.faults is a later event on the device.
+	for _, f := range slices.Concat(s.CampaignFaults(node), s.Faults) {
 		if f.Node != "" && f.Node != node {
 			continue
 		}

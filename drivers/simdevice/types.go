@@ -130,6 +130,15 @@ type Fault struct {
 	XID *int64 `json:"xid,omitempty"`
 }
 
+// FaultCampaign gives the fault Mode (with XID for mode xid) to each physical device whose
+// seeded draw falls below Fraction (gpu-lost: to each node whose draw does).
+type FaultCampaign struct {
+	Seed     int64     `json:"seed"`
+	Mode     FaultMode `json:"mode"`
+	XID      *int64    `json:"xid,omitempty"`
+	Fraction float64   `json:"fraction"`
+}
+
 // PoolSpec is spec of a SimulatedDevicePool.
 type PoolSpec struct {
 	// DriverName is the DRA driver name written to every slice. Default DefaultDriverName.
@@ -152,6 +161,9 @@ type PoolSpec struct {
 	Attributes   map[string]AttributeValue    `json:"attributes,omitempty"`
 	Capacities   map[string]resource.Quantity `json:"capacities,omitempty"`
 	Faults       []Fault                      `json:"faults,omitempty"`
+	// FaultCampaigns hit a seeded fraction of the devices on every targeted node with one fault
+	// each (campaign.go), before Faults apply. Not with DeviceGroups.
+	FaultCampaigns []FaultCampaign `json:"faultCampaigns,omitempty"`
 	// DeviceGroups are several kinds of devices per node (e.g. 8 GPUs and 8 NICs), each with
 	// its own type, count, attributes, capacities, sharing, partitions and binding conditions.
 	DeviceGroups []DeviceGroup `json:"deviceGroups,omitempty"`

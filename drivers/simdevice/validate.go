@@ -126,6 +126,8 @@ func (p *Pool) Validate() []error {
 		}
 	}
 
+	errs = append(errs, s.validateCampaigns(sp)...)
+
 	out := make([]error, 0, len(errs))
 	for _, e := range errs {
 		out = append(out, e)

@@ -11,7 +11,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+
+	"github.com/draforge/draforge/drivers/gvr"
 )
 
 // TestPodDriverHealthFaults: on a pool with the nvidia-gpu profile, an injected XID 79 fault
@@ -148,5 +151,24 @@ func TestPodDriverHealthFaults(t *testing.T) {
 	mustCLI(t, "fault-campaign", "gpus", "-n", ns, "--seed", "1", "--mode", "ecc", "--fraction", "1")
 	for _, d := range []string{"gpu-0", "gpu-1"} {
 		waitTaint(d, []resourcev1.DeviceTaint{{Key: "gpu.nvidia.com/xid", Value: "48", Effect: resourcev1.DeviceTaintEffectNoSchedule}})
+	}
+
+	// spec.faultCampaigns: a gpu-lost campaign over every node taints every GPU of the node,
+	// beside the listed faults' xid taints; removing faults and campaigns clears them all.
+	patch := []byte(`{"spec":{"faultCampaigns":[{"seed":5,"mode":"gpu-lost","fraction":1}]}}`)
+	if _, err := e.Dynamic.Resource(gvr.SimulatedDevicePools).Namespace(ns).Patch(ctx, "gpus", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{"gpu-0", "gpu-1"} {
+		waitTaint(d, []resourcev1.DeviceTaint{
+			{Key: "gpu.nvidia.com/gpu-lost", Effect: resourcev1.DeviceTaintEffectNoSchedule},
+			{Key: "gpu.nvidia.com/xid", Value: "48", Effect: resourcev1.DeviceTaintEffectNoSchedule}})
+	}
+	patch = []byte(`{"spec":{"faultCampaigns":null,"faults":null}}`)
+	if _, err := e.Dynamic.Resource(gvr.SimulatedDevicePools).Namespace(ns).Patch(ctx, "gpus", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{"gpu-0", "gpu-1"} {
+		waitTaint(d, nil)
 	}
 }

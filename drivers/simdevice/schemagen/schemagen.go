@@ -118,11 +118,12 @@ func capRules() [][3]string {
 	}
 }
 
-// driverFaultRule is the CEL rule (rule, message, fieldPath) that driver-shaped faults need a
+// driverFaultRule is the CEL rule (rule, message, fieldPath) that driver-shaped faults (and fault
+// campaigns) need a
 // profile of the NVIDIA driver family without DynamicMIG (simdevice.HealthEventProfiles).
 func driverFaultRule() [3]string {
 	return [3]string{
-		fmt.Sprintf("!has(self.faults) || !self.faults.exists(f, has(f.mode) && f.mode in [%s]) || (has(self.profile) && self.profile in [%s])",
+		fmt.Sprintf("((!has(self.faults) || !self.faults.exists(f, has(f.mode) && f.mode in [%[1]s])) && (!has(self.faultCampaigns) || !self.faultCampaigns.exists(c, has(c.mode) && c.mode in [%[1]s]))) || (has(self.profile) && self.profile in [%[2]s])",
 			quoted(strs(simdevice.DriverFaultModes), "'"), quoted(strs(simdevice.HealthEventProfiles()), "'")),
 		fmt.Sprintf("fault modes %s are health events of the NVIDIA GPU driver: the pool's profile must mirror it (%s; its DynamicMIG profiles publish no health taints)",
 			strings.Join(strs(simdevice.DriverFaultModes), ", "), strings.Join(strs(simdevice.HealthEventProfiles()), ", ")),
