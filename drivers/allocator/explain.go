@@ -14,6 +14,8 @@ import (
 	"k8s.io/dynamic-resource-allocation/resourceclaim"
 	"k8s.io/dynamic-resource-allocation/structured"
 	"k8s.io/utils/ptr"
+
+	"github.com/draforge/draforge/drivers/devicehealth"
 )
 
 // Reason codes explaining why a device cannot serve a request.
@@ -393,6 +395,9 @@ func (a *Allocator) usability(snap *snapshot, v requestView, d device) []Reason 
 				from := "published by the driver"
 				if rule := snap.taintSource(d.slice, d.dev.Name, t); rule != "" {
 					from = "from DeviceTaintRule " + rule
+				} else if m := devicehealth.Meaning(t); m != "" {
+					// A health taint of a real driver (gpu.nvidia.com/xid...): what happened.
+					from += ": " + m
 				}
 				reasons = append(reasons, Reason{ReasonTainted, fmt.Sprintf("taint %s=%s:%s (%s) is not tolerated", t.Key, t.Value, t.Effect, from)})
 			}

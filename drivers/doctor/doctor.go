@@ -16,6 +16,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/cel"
 	"k8s.io/utils/ptr"
 
+	"github.com/draforge/draforge/drivers/devicehealth"
 	"github.com/draforge/draforge/drivers/inventory"
 	"github.com/draforge/draforge/drivers/simdevice"
 )
@@ -44,6 +45,7 @@ const (
 	IDSliceNodes       = "DRA009"
 	IDPodClaimRefs     = "DRA010"
 	IDFeatures         = "DRA011"
+	IDHealthTaints     = "DRA012"
 	IDNodeAllocatable  = "DRA013"
 )
 
@@ -137,6 +139,7 @@ var Checks = []Check{
 	{IDSliceNodes, "ResourceSlices reference existing nodes", needSnapshot(checkSliceNodes)},
 	{IDPodClaimRefs, "Pods reference existing claims", needSnapshot(checkPodClaimRefs)},
 	{IDFeatures, "DRA feature gates and API versions", checkFeatures},
+	{IDHealthTaints, "Device health taints", needSnapshot(checkHealthTaints)},
 	{IDNodeAllocatable, "Node-allocatable mappings kept", checkNodeAllocatable},
 }
 
@@ -394,6 +397,64 @@ func checkSliceNodes(s *inventory.Snapshot) Result {
 			Remediation: "devices on missing nodes can never be allocated: create the Node objects, or remove the node from the SimulatedDevicePool's targetNodes/nodeSelector (the publisher deletes slices of nodes that are gone)"}
 	}
 	return Result{Status: Pass, Message: "every node-local ResourceSlice names an existing node"}
+}
+
+// maxHealthEvidence caps the devices checkHealthTaints lists (a fault campaign taints many).
+const maxHealthEvidence = 20
+
+// checkHealthTaints lists the devices whose driver published a health taint in its
+// ResourceSlices (the NVIDIA driver's gpu.nvidia.com/xid, gpu-lost, unmonitored; simdevice
+// devicehealth.Meaning), newest pool generation only: WARN when one keeps new claims off a device
+// (NoSchedule, NoExecute), PASS when they are all informational (None) or there are none.
+func checkHealthTaints(s *inventory.Snapshot) Result {
+	gen := map[inventory.PoolID]int64{}
+	for _, sl := range s.Slices {
+		id := inventory.PoolID{Driver: sl.Spec.Driver, Pool: sl.Spec.Pool.Name}
+		gen[id] = max(gen[id], sl.Spec.Pool.Generation)
+	}
+	var blocking, informational []string
+	for _, sl := range s.Slices {
+		if sl.Spec.Pool.Generation != gen[inventory.PoolID{Driver: sl.Spec.Driver, Pool: sl.Spec.Pool.Name}] {
+			continue
+		}
+		for _, d := range sl.Spec.Devices {
+			for _, t := range d.Taints {
+				m := devicehealth.Meaning(t)
+				if m == "" {
+					continue
+				}
+				line := fmt.Sprintf("device %s/%s/%s: taint %s=%s:%s: %s", sl.Spec.Driver, sl.Spec.Pool.Name, d.Name, t.Key, t.Value, t.Effect, m)
+				if t.Effect == resourcev1.DeviceTaintEffectNoSchedule || t.Effect == resourcev1.DeviceTaintEffectNoExecute {
+					blocking = append(blocking, line)
+				} else {
+					informational = append(informational, line)
+				}
+			}
+		}
+	}
+	if len(blocking) == 0 {
+		if len(informational) > 0 {
+			return Result{Status: Pass, Message: fmt.Sprintf("%d informational health taints (effect None): they keep no claim off a device%s", len(informational), listed(len(informational))), Evidence: capEvidence(informational)}
+		}
+		return Result{Status: Pass, Message: "no device carries a driver health taint"}
+	}
+	return Result{Status: Warn, Message: fmt.Sprintf("%d driver health taints keep new claims off their devices (running pods stay unless the effect is NoExecute)%s", len(blocking), listed(len(blocking)+len(informational))),
+		Evidence:    capEvidence(append(blocking, informational...)),
+		Remediation: "the driver published these taints after a device health event. For a SimulatedDevicePool, clear the fault (draforge inject-fault POOL --device D --node N --mode healthy, or draforge clear-faults POOL) and the taint goes; the real NVIDIA driver keeps the taint until its kubelet plugin restarts. A claim that may use such a device tolerates the taint (spec.devices.requests[].exactly.tolerations)"}
+}
+
+// capEvidence keeps the first maxHealthEvidence lines, sorted.
+func capEvidence(ev []string) []string {
+	slices.Sort(ev)
+	return ev[:min(len(ev), maxHealthEvidence)]
+}
+
+// listed says how many of n evidence lines are listed, when not all.
+func listed(n int) string {
+	if n <= maxHealthEvidence {
+		return ""
+	}
+	return fmt.Sprintf(" (the first %d listed)", maxHealthEvidence)
 }
 
 func checkPodClaimRefs(s *inventory.Snapshot) Result {

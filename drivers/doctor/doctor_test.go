@@ -1,12 +1,14 @@
 package doctor
 
 import (
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -242,5 +244,41 @@ func TestNodeAllocatable(t *testing.T) {
 	}
 	if simdevice.MapsNodeAllocatable(simdevice.ProfileDRACPU) || !simdevice.MapsNodeAllocatable(simdevice.ProfileExampleCPU) {
 		t.Error("dra-cpu publishes no mapping by default, example-cpu does")
+	}
+}
+
+// TestHealthTaints: a driver health taint that keeps claims off a device warns, with what the
+// taint means; informational ones (effect None) and DRAForge's own fault taints do not.
+func TestHealthTaints(t *testing.T) {
+	s := it.Healthy()
+	s.Slices[0].Spec.Devices[0].Taints = []resourcev1.DeviceTaint{{Key: simdevice.TaintNvidiaXID, Value: "13", Effect: resourcev1.DeviceTaintEffectNone}}
+	s.Slices[0].Spec.Devices[1].Taints = []resourcev1.DeviceTaint{{Key: simdevice.TaintUnhealthy, Value: "true", Effect: resourcev1.DeviceTaintEffectNoSchedule}}
+	res := result(t, Run(s, goodFacts()), IDHealthTaints)
+	if res.Status != Pass || !strings.Contains(res.Message, "1 informational") || len(res.Evidence) != 1 || !strings.Contains(res.Evidence[0], "Graphics Engine Exception") {
+		t.Errorf("informational only: %+v", res)
+	}
+	s.Slices[1].Spec.Devices[1].Taints = []resourcev1.DeviceTaint{{Key: simdevice.TaintNvidiaXID, Value: "79", Effect: resourcev1.DeviceTaintEffectNoSchedule}}
+	res = result(t, Run(s, goodFacts()), IDHealthTaints)
+	if res.Status != Warn || !strings.HasPrefix(res.Message, "1 driver health taints keep new claims off") || len(res.Evidence) != 2 ||
+		!strings.Contains(strings.Join(res.Evidence, "\n"), "gpu.nvidia.com/xid=79:NoSchedule: NVIDIA driver health event: XID 79 (GPU has fallen off the bus)") ||
+		!strings.Contains(res.Remediation, "--mode healthy") {
+		t.Errorf("blocking: %+v", res)
+	}
+	// Many tainted devices: the first maxHealthEvidence are listed and the message says so.
+	for i := range s.Slices {
+		for j := range s.Slices[i].Spec.Devices {
+			s.Slices[i].Spec.Devices[j].Taints = []resourcev1.DeviceTaint{{Key: simdevice.TaintNvidiaGPULost, Effect: resourcev1.DeviceTaintEffectNoSchedule}}
+		}
+	}
+	if n := len(s.Slices) * len(s.Slices[0].Spec.Devices); n <= maxHealthEvidence {
+		for k := range maxHealthEvidence {
+			d := s.Slices[0].Spec.Devices[0].DeepCopy()
+			d.Name = fmt.Sprintf("extra-%d", k)
+			s.Slices[0].Spec.Devices = append(s.Slices[0].Spec.Devices, *d)
+		}
+	}
+	res = result(t, Run(s, goodFacts()), IDHealthTaints)
+	if res.Status != Warn || len(res.Evidence) != maxHealthEvidence || !strings.Contains(res.Message, "(the first 20 listed)") {
+		t.Errorf("capped: %s, %d evidence lines", res.Message, len(res.Evidence))
 	}
 }

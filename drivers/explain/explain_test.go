@@ -196,3 +196,32 @@ func TestTaintRuleExplained(t *testing.T) {
 	}
 	golden(t, "taint-rule.txt", out)
 }
+
+// An NVIDIA health taint says what happened (the XID and its meaning); an ignored XID (effect
+// None) keeps no claim off its device.
+func TestNvidiaHealthTaintExplained(t *testing.T) {
+	s := it.Healthy()
+	p := s.Pools[0]
+	p.Spec.Profile = simdevice.ProfileNvidiaGPU
+	p.Spec.Faults = []simdevice.Fault{
+		{Device: intOrStr("gpu-1"), Mode: simdevice.FaultXID, XID: ptr.To[int64](79)},
+		{Device: intOrStr("gpu-0"), Node: "node-b", Mode: simdevice.FaultXID, XID: ptr.To[int64](13)},
+	}
+	s.Slices = it.Slices(p, s.Nodes)
+	two := it.Claim("demo", "two", "gpu")
+	two.Spec.Devices.Requests[0].Exactly.Count = 2
+	s.Claims = append(s.Claims, two)
+	s.Sort()
+	r, out := renderOpts(t, s, "demo", "two", true)
+	if r.Explanation.Allocatable || r.ReasonCounts[allocator.ReasonTainted] != 2 {
+		t.Fatalf("want not allocatable with 2 tainted: %v\n%s", r.ReasonCounts, out)
+	}
+	want := "Tainted: taint gpu.nvidia.com/xid=79:NoSchedule (published by the driver: NVIDIA driver health event: XID 79 (GPU has fallen off the bus), a critical error) is not tolerated"
+	if !strings.Contains(out, want) || !strings.Contains(out, `key "gpu.nvidia.com/xid", effect NoSchedule`) {
+		t.Errorf("output lacks %q or the toleration remedy:\n%s", want, out)
+	}
+	// demo/waiting (one GPU) fits: node-b's gpu-0 has only the informational XID 13.
+	if r, out := renderOpts(t, s, "demo", "waiting", true); !r.Explanation.Allocatable || !strings.Contains(out, "node-b/gpu-0: available") {
+		t.Errorf("XID 13 (effect None) must not block:\n%s", out)
+	}
+}

@@ -16,8 +16,10 @@ import (
 	"github.com/draforge/draforge/drivers/simdevice"
 )
 
-// Modes are the accepted --mode values.
-var Modes = []simdevice.FaultMode{simdevice.FaultUnhealthy, simdevice.FaultCapacityExhausted, simdevice.FaultDisappear, simdevice.FaultBindingFailure, simdevice.FaultHealthy}
+// Modes are the accepted --mode values: DRAForge's own, then the NVIDIA driver's health events
+// (simdevice.DriverFaultModes, for pools whose profile mirrors that driver).
+var Modes = append([]simdevice.FaultMode{simdevice.FaultUnhealthy, simdevice.FaultCapacityExhausted, simdevice.FaultDisappear, simdevice.FaultBindingFailure, simdevice.FaultHealthy},
+	simdevice.DriverFaultModes...)
 
 // ParseMode checks a mode name.
 func ParseMode(s string) (simdevice.FaultMode, error) {
@@ -30,6 +32,35 @@ func ParseMode(s string) (simdevice.FaultMode, error) {
 		names[i] = string(m)
 	}
 	return "", fmt.Errorf("unknown fault mode %q (want %s)", s, strings.Join(names, ", "))
+}
+
+// NewFault builds the fault a user asked for: device by name or index, node ("" for every
+// targeted node), mode, and xid (0 when not given), which mode xid requires and no other mode
+// takes (ecc and nvlink are XIDs 48 and 74 already).
+func NewFault(device, node, mode string, xid int64) (simdevice.Fault, error) {
+	m, err := ParseMode(mode)
+	if err != nil {
+		return simdevice.Fault{}, err
+	}
+	f := simdevice.Fault{Device: DeviceRef(device), Node: node, Mode: m}
+	switch {
+	case m == simdevice.FaultXID && xid == 0:
+		return simdevice.Fault{}, fmt.Errorf("mode xid needs the XID code (e.g. --xid 79)")
+	case m == simdevice.FaultXID && (xid < 1 || xid > simdevice.MaxXID):
+		return simdevice.Fault{}, fmt.Errorf("XID %d: must be between 1 and %d", xid, simdevice.MaxXID)
+	case m == simdevice.FaultXID:
+		f.XID = &xid
+	case xid != 0:
+		return simdevice.Fault{}, fmt.Errorf("an XID is only given with mode xid (mode %s%s)", m, xidNote(m))
+	}
+	return f, nil
+}
+
+func xidNote(m simdevice.FaultMode) string {
+	if x, ok := simdevice.FaultXIDOf(simdevice.Fault{Mode: m}); ok {
+		return fmt.Sprintf(" is XID %d", x)
+	}
+	return ""
 }
 
 // DeviceRef parses a device given as a name ("gpu-1") or an index ("1").
@@ -52,23 +83,32 @@ func target(p *simdevice.Pool, d intstr.IntOrString) string {
 	return g.DeviceType + "/" + strconv.Itoa(i)
 }
 
-// Set returns the pool's faults with any fault on the same device and node replaced by one
-// with mode; mode "healthy" removes the device's faults on that node instead of recording a
-// no-op fault. The result is validated with the pool's own validation.
-func Set(p *simdevice.Pool, device intstr.IntOrString, node string, mode simdevice.FaultMode) ([]simdevice.Fault, error) {
-	key := target(p, device)
+// Set returns the pool's faults with any fault on the same device and node replaced by f
+// (so a new XID replaces the device's previous one, as the NVIDIA driver keeps one xid taint per
+// device); mode "healthy" removes the device's faults on that node instead of recording a no-op
+// fault, which is how a driver-shaped fault recovers (the taint goes). The result is validated
+// with the pool's own validation.
+func Set(p *simdevice.Pool, f simdevice.Fault) ([]simdevice.Fault, error) {
+	key := target(p, f.Device)
 	if key == "" {
-		return nil, fmt.Errorf("SimulatedDevicePool %s/%s has no device %s (%s)", p.Namespace, p.Name, device.String(), deviceNames(p))
+		return nil, fmt.Errorf("SimulatedDevicePool %s/%s has no device %s (%s)", p.Namespace, p.Name, f.Device.String(), deviceNames(p))
+	}
+	if simdevice.IsDriverFault(f.Mode) {
+		// The pool's validation says so too, at spec.faults[i]; this names the pool and profile.
+		if ok := slices.Contains(simdevice.HealthEventProfiles(), p.Spec.Profile); !ok {
+			return nil, fmt.Errorf("SimulatedDevicePool %s/%s: mode %s is a health event of the NVIDIA GPU driver, and its profile %q does not publish it (profiles that do: %s)",
+				p.Namespace, p.Name, f.Mode, p.Spec.Profile, profileNames(simdevice.HealthEventProfiles()))
+		}
 	}
 	var out []simdevice.Fault
-	for _, f := range p.Spec.Faults {
-		if f.Node == node && target(p, f.Device) == key {
+	for _, old := range p.Spec.Faults {
+		if old.Node == f.Node && target(p, old.Device) == key {
 			continue
 		}
-		out = append(out, f)
+		out = append(out, old)
 	}
-	if mode != simdevice.FaultHealthy {
-		out = append(out, simdevice.Fault{Device: device, Node: node, Mode: mode})
+	if f.Mode != simdevice.FaultHealthy {
+		out = append(out, f)
 	}
 	check := *p
 	check.Spec.Faults = out
@@ -76,6 +116,38 @@ func Set(p *simdevice.Pool, device intstr.IntOrString, node string, mode simdevi
 		return nil, errors.Join(errs...)
 	}
 	return out, nil
+}
+
+// Merge returns the pool's faults with each of fs set as Set sets one (replacing the fault of
+// the same device and node), validated once at the end: the faults of a fault campaign.
+func Merge(p *simdevice.Pool, fs []simdevice.Fault) ([]simdevice.Fault, error) {
+	check := *p
+	check.Spec.Faults = slices.Clone(p.Spec.Faults)
+	for _, f := range fs {
+		if f.Mode == simdevice.FaultHealthy {
+			return nil, fmt.Errorf("a campaign sets faults: mode healthy removes them")
+		}
+		key := target(&check, f.Device)
+		if key == "" {
+			return nil, fmt.Errorf("SimulatedDevicePool %s/%s has no device %s (%s)", p.Namespace, p.Name, f.Device.String(), deviceNames(p))
+		}
+		check.Spec.Faults = slices.DeleteFunc(check.Spec.Faults, func(old simdevice.Fault) bool {
+			return old.Node == f.Node && target(&check, old.Device) == key
+		})
+		check.Spec.Faults = append(check.Spec.Faults, f)
+	}
+	if errs := check.Validate(); len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return check.Spec.Faults, nil
+}
+
+func profileNames(ps []simdevice.Profile) string {
+	names := make([]string, len(ps))
+	for i, p := range ps {
+		names[i] = string(p)
+	}
+	return strings.Join(names, ", ")
 }
 
 // MergePatch is a JSON merge patch setting spec.faults (removing it when empty). With a

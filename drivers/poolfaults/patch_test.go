@@ -41,7 +41,7 @@ func TestPatchRetriesOnConflict(t *testing.T) {
 	edits := 0
 	out, err := Patch(t.Context(), dyn, "ns", "p", func(p *simdevice.Pool) ([]simdevice.Fault, error) {
 		edits++
-		return Set(p, DeviceRef("gpu-1"), "node-a", simdevice.FaultUnhealthy)
+		return Set(p, simdevice.Fault{Device: DeviceRef("gpu-1"), Node: "node-a", Mode: simdevice.FaultUnhealthy})
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -113,7 +113,7 @@ func jsonKind(t reflect.Type) string {
 // rawSpecErrors finds what decoding into Go types cannot see: a defaulted, enumerated or
 // patterned field present but empty (the CRD default applies only to a missing field, and ""
 // matches neither an enum nor a name pattern), a missing fault device (its zero value is index
-// 0), and capacities written as something other than an integer or a quantity string of at
+// 0) or campaign seed, and capacities written as something other than an integer or a quantity string of at
 // most 64 characters (resource.Quantity also accepts JSON floats, "-0" and longer strings).
 func rawSpecErrors(obj map[string]any) []error {
 	spec, _ := obj["spec"].(map[string]any)
@@ -136,6 +136,15 @@ func rawSpecErrors(obj map[string]any) []error {
 		}
 		if v, ok := f["node"]; ok && v == "" {
 			errs = append(errs, field.Invalid(fp.Child("node"), "", "must not be empty: leave the field out for every targeted node"))
+		}
+	}
+	// A campaign's seed is required: its zero value is a seed like any other.
+	campaigns, _ := spec["faultCampaigns"].([]any)
+	for i, c := range campaigns {
+		if c, _ := c.(map[string]any); c != nil {
+			if _, ok := c["seed"]; !ok {
+				errs = append(errs, field.Required(sp.Child("faultCampaigns").Index(i).Child("seed"), "the seed of the campaign's draws"))
+			}
 		}
 	}
 	return errs

@@ -61,6 +61,12 @@ type profileDef struct {
 	// scheduler_perf and the e2e tests run (kubernetes test/e2e/dra/test-driver/app/
 	// kubeletplugin.go), which the pools without a real-driver profile stand for.
 	deviceStatus bool
+	// driver is the name of the real DRA driver the profile mirrors ("" for DRAForge-made
+	// shapes): its family, which decides the driver-shaped faults it accepts (health.go).
+	driver string
+	// dynamicMIG: the profile mirrors the NVIDIA driver's DynamicMIG feature gate, which the
+	// driver does not run together with its NVML health monitor (health_nvidia.go).
+	dynamicMIG bool
 }
 
 // profiles maps every known profile to its definition. The real-driver profiles are in
@@ -69,15 +75,15 @@ var profiles = map[Profile]profileDef{
 	"":                         {builtins: true, build: plainDevice(nil, nil)},
 	ProfileGeneric:             {builtins: true, build: plainDevice(genericAttributes, nil)},
 	ProfileMellanoxNIC:         {builtins: true, build: plainDevice(mellanoxAttributes, mellanoxCapacities), deviceStatus: true},
-	ProfileNvidiaGPU:           {build: nvidiaFullGPUs(a100SXM480GB, false)},
-	ProfileNvidiaGPUShares:     {build: nvidiaFullGPUs(a100SXM480GB, true)},
-	ProfileNvidiaGPUH200:       {build: nvidiaFullGPUs(h200, false)},
-	ProfileNvidiaGPUB200:       {build: nvidiaFullGPUs(b200, false)},
-	ProfileNvidiaGPUGB200:      {build: nvidiaFullGPUs(gb200, false)},
-	ProfileNvidiaMIGA100:       {slicePerDevice: true, build: nvidiaDynamicMIG(a100SXM440GB)},
-	ProfileNvidiaMIGH100:       {slicePerDevice: true, build: nvidiaDynamicMIG(h100SXM580GB)},
-	ProfileNvidiaMIGH200:       {slicePerDevice: true, build: nvidiaDynamicMIG(h200)},
-	ProfileNvidiaComputeDomain: {build: computeDomainDevices},
+	ProfileNvidiaGPU:           {build: nvidiaFullGPUs(a100SXM480GB, false), driver: NvidiaDriverName},
+	ProfileNvidiaGPUShares:     {build: nvidiaFullGPUs(a100SXM480GB, true), driver: NvidiaDriverName},
+	ProfileNvidiaGPUH200:       {build: nvidiaFullGPUs(h200, false), driver: NvidiaDriverName},
+	ProfileNvidiaGPUB200:       {build: nvidiaFullGPUs(b200, false), driver: NvidiaDriverName},
+	ProfileNvidiaGPUGB200:      {build: nvidiaFullGPUs(gb200, false), driver: NvidiaDriverName},
+	ProfileNvidiaMIGA100:       {slicePerDevice: true, build: nvidiaDynamicMIG(a100SXM440GB), driver: NvidiaDriverName, dynamicMIG: true},
+	ProfileNvidiaMIGH100:       {slicePerDevice: true, build: nvidiaDynamicMIG(h100SXM580GB), driver: NvidiaDriverName, dynamicMIG: true},
+	ProfileNvidiaMIGH200:       {slicePerDevice: true, build: nvidiaDynamicMIG(h200), driver: NvidiaDriverName, dynamicMIG: true},
+	ProfileNvidiaComputeDomain: {build: computeDomainDevices, driver: "compute-domain.nvidia.com"},
 	ProfileExampleGPU:          {build: exampleGPU(examplePartitions, false)},
 	ProfileExampleGPUPlain:     {build: exampleGPU(0, false)},
 	ProfileExampleGPUShared:    {build: exampleGPU(0, true)},

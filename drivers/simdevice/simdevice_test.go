@@ -170,7 +170,9 @@ func checkSliceValid(t *testing.T, s *resourcev1.ResourceSlice) {
 			check(q)
 		}
 		for _, tn := range d.Taints {
-			if msgs := content.IsLabelKey(tn.Key); len(msgs) > 0 || tn.Effect != resourcev1.DeviceTaintEffectNoSchedule {
+			// NoSchedule, or None for the NVIDIA driver's informational health taints (the API
+			// server accepts NoSchedule, NoExecute and None: validDeviceTaintEffects).
+			if msgs := content.IsLabelKey(tn.Key); len(msgs) > 0 || (tn.Effect != resourcev1.DeviceTaintEffectNoSchedule && tn.Effect != resourcev1.DeviceTaintEffectNone) {
 				errf("device %s: bad taint %+v", d.Name, tn)
 			}
 		}

@@ -93,6 +93,11 @@ func (p *Pool) Targets(node *corev1.Node) bool {
 //     (DRADeviceTaints, on by default) refuse the device unless a claim tolerates the taint.
 //   - disappear: the device is left out of the slices, with its counter sets.
 //   - healthy: no change (useful to document intent).
+//   - xid, ecc (XID 48), nvlink (XID 74), gpu-lost, unmonitored: the NVIDIA driver's health taints
+//     (health.go): gpu.nvidia.com/xid=<XID> with effect NoSchedule (None for an XID the driver
+//     ignores) on the device, gpu.nvidia.com/gpu-lost:NoSchedule on every device of the node,
+//     gpu.nvidia.com/unmonitored:None on the device. A later XID on a device replaces the
+//     earlier one's value and effect. Removing the fault removes the taint.
 func DesiredSlices(pool *Pool, nodes []*corev1.Node) ([]*resourcev1.ResourceSlice, error) {
 	if pool == nil {
 		return nil, errors.New("simdevice: nil pool")
@@ -133,7 +138,8 @@ func (p *Pool) nodeSlices(node string) []*resourcev1.ResourceSlice {
 	s := &p.Spec
 	taints := map[physicalRef][]resourcev1.DeviceTaint{}
 	gone := map[physicalRef]bool{}
-	for _, f := range s.Faults {
+	// Campaign faults first: a fault listed in spec.faults is a later event on the device.
+	for _, f := range slices.Concat(s.CampaignFaults(node), s.Faults) {
 		if f.Node != "" && f.Node != node {
 			continue
 		}
@@ -145,6 +151,19 @@ func (p *Pool) nodeSlices(node string) []*resourcev1.ResourceSlice {
 			taints[ref] = addTaint(taints[ref], TaintUnhealthy)
 		case FaultCapacityExhausted:
 			taints[ref] = addTaint(taints[ref], TaintCapacityExhausted)
+		case FaultGPULost:
+			// The driver cannot tell which GPU NVML lost (nvmlEventSetWait returns
+			// ERROR_GPU_IS_LOST for the node's event set): it taints every device it publishes
+			// (device_health.go run, sendHealthEventForAllDevices). Driver-shaped faults need
+			// a profile, hence no deviceGroups: the devices are the implicit group's.
+			for i := range s.DeviceCount {
+				r := physicalRef{group: -1, index: i}
+				taints[r] = setTaint(taints[r], nvidiaHealthTaint(f))
+			}
+		case FaultXID, FaultECC, FaultNVLink, FaultUnmonitored:
+			// One device per event (the XID's GPU; unmonitored: every device of the GPU whose
+			// events could not be registered), one taint per key (AddOrUpdateTaint).
+			taints[ref] = setTaint(taints[ref], nvidiaHealthTaint(f))
 		}
 	}
 

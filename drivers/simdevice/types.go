@@ -103,7 +103,29 @@ const (
 	// FaultBindingFailure makes the simulated driver report the device's first
 	// bindingFailureCondition as True instead of its bindingConditions (see drivers/binding).
 	FaultBindingFailure FaultMode = "binding-failure"
+
+	// Driver-shaped faults: a health event of the real driver the profile mirrors, published as
+	// that driver publishes it (health_nvidia.go). Only profiles whose driver has a health
+	// monitor accept them (HealthEventProfiles).
+	//
+	// FaultXID is an NVML XID critical error with code Fault.XID.
+	FaultXID FaultMode = "xid"
+	// FaultECC is an uncorrectable (double-bit) ECC error, which NVML reports as XID 48.
+	FaultECC FaultMode = "ecc"
+	// FaultNVLink is an NVLink error, which NVML reports as XID 74.
+	FaultNVLink FaultMode = "nvlink"
+	// FaultGPULost is NVML's ERROR_GPU_IS_LOST while waiting for events.
+	FaultGPULost FaultMode = "gpu-lost"
+	// FaultUnmonitored is a GPU whose events the driver could not register.
+	FaultUnmonitored FaultMode = "unmonitored"
 )
+
+// FaultModes lists every fault mode: DRAForge's own, then the driver-shaped ones.
+var FaultModes = []FaultMode{FaultHealthy, FaultUnhealthy, FaultCapacityExhausted, FaultDisappear, FaultBindingFailure,
+	FaultXID, FaultECC, FaultNVLink, FaultGPULost, FaultUnmonitored}
+
+// DriverFaultModes are the driver-shaped fault modes.
+var DriverFaultModes = []FaultMode{FaultXID, FaultECC, FaultNVLink, FaultGPULost, FaultUnmonitored}
 
 // AttributeValue is a typed device attribute; exactly one field must be set.
 type AttributeValue struct {
@@ -119,6 +141,17 @@ type Fault struct {
 	Device intstr.IntOrString `json:"device"`
 	Node   string             `json:"node,omitempty"`
 	Mode   FaultMode          `json:"mode"`
+	// XID is the XID code of a fault with mode xid (1..MaxXID); set with no other mode.
+	XID *int64 `json:"xid,omitempty"`
+}
+
+// FaultCampaign gives the fault Mode (with XID for mode xid) to each physical device whose
+// seeded draw falls below Fraction (gpu-lost: to each node whose draw does).
+type FaultCampaign struct {
+	Seed     int64     `json:"seed"`
+	Mode     FaultMode `json:"mode"`
+	XID      *int64    `json:"xid,omitempty"`
+	Fraction float64   `json:"fraction"`
 }
 
 // PoolSpec is spec of a SimulatedDevicePool.
@@ -143,6 +176,9 @@ type PoolSpec struct {
 	Attributes   map[string]AttributeValue    `json:"attributes,omitempty"`
 	Capacities   map[string]resource.Quantity `json:"capacities,omitempty"`
 	Faults       []Fault                      `json:"faults,omitempty"`
+	// FaultCampaigns hit a seeded fraction of the devices on every targeted node with one fault
+	// each (campaign.go), before Faults apply. Not with DeviceGroups.
+	FaultCampaigns []FaultCampaign `json:"faultCampaigns,omitempty"`
 	// DeviceGroups are several kinds of devices per node (e.g. 8 GPUs and 8 NICs), each with
 	// its own type, count, attributes, capacities, sharing, partitions and binding conditions.
 	DeviceGroups []DeviceGroup `json:"deviceGroups,omitempty"`

@@ -114,11 +114,10 @@ func (p *Pool) Validate() []error {
 
 	for i, f := range s.Faults {
 		fp := sp.Child("faults").Index(i)
-		switch f.Mode {
-		case FaultHealthy, FaultUnhealthy, FaultCapacityExhausted, FaultDisappear, FaultBindingFailure:
-		default:
-			errs = append(errs, field.NotSupported(fp.Child("mode"), f.Mode, []FaultMode{FaultHealthy, FaultUnhealthy, FaultCapacityExhausted, FaultDisappear, FaultBindingFailure}))
+		if !slices.Contains(FaultModes, f.Mode) {
+			errs = append(errs, field.NotSupported(fp.Child("mode"), f.Mode, FaultModes))
 		}
+		errs = append(errs, s.validateDriverFault(fp, f)...)
 		if f.Node != "" {
 			errs = append(errs, dnsName(fp.Child("node"), f.Node, 253, false)...)
 		}
@@ -126,6 +125,8 @@ func (p *Pool) Validate() []error {
 			errs = append(errs, field.Invalid(fp.Child("device"), f.Device.String(), err.Error()))
 		}
 	}
+
+	errs = append(errs, s.validateCampaigns(sp)...)
 
 	out := make([]error, 0, len(errs))
 	for _, e := range errs {
@@ -135,6 +136,26 @@ func (p *Pool) Validate() []error {
 		return nil
 	}
 	return out
+}
+
+// validateDriverFault checks the fields of driver-shaped faults: xid only (and required) with
+// mode xid, within 1..MaxXID, and a profile whose driver publishes such events.
+func (s *PoolSpec) validateDriverFault(fp *field.Path, f Fault) field.ErrorList {
+	var errs field.ErrorList
+	switch {
+	case f.Mode == FaultXID && f.XID == nil:
+		errs = append(errs, field.Required(fp.Child("xid"), "the XID code of the error (e.g. 79), required with mode xid"))
+	case f.Mode == FaultXID && (*f.XID < 1 || *f.XID > MaxXID):
+		errs = append(errs, field.Invalid(fp.Child("xid"), *f.XID, fmt.Sprintf("must be between 1 and %d", MaxXID)))
+	case f.Mode != FaultXID && f.XID != nil:
+		errs = append(errs, field.Forbidden(fp.Child("xid"), "only with mode xid (ecc is XID 48, nvlink XID 74)"))
+	}
+	if IsDriverFault(f.Mode) {
+		if why := healthFaultsRefused(s.Profile); why != "" {
+			errs = append(errs, field.Invalid(fp.Child("mode"), f.Mode, why))
+		}
+	}
+	return errs
 }
 
 // faultTarget resolves a fault's device reference to a physical device: an index or

@@ -122,7 +122,7 @@ func TestLoadDirLoadsNothing(t *testing.T) {
 
 func TestLoadDir(t *testing.T) {
 	ms, err := LoadDir("../../machines", knownNames)
-	if err != nil || len(ms) != 4 || ms[0].Source != "../../machines/claim.cue" {
+	if err != nil || len(ms) != 5 || ms[0].Source != "../../machines/claim.cue" {
 		t.Fatalf("LoadDir: %d machines, %v", len(ms), err)
 	}
 }

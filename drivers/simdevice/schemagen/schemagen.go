@@ -87,6 +87,9 @@ func cueProfiles() []byte {
 		fmt.Fprintf(&b, "\t%q: %d\n", p, simdevice.DevicesPerPhysical(p))
 	}
 	b.WriteString("}\n\n")
+	b.WriteString("// #DriverFaultModes are the fault modes that are a real driver's health events; #HealthEventProfiles the profiles that publish them (drivers/simdevice DriverFaultModes, HealthEventProfiles).\n")
+	fmt.Fprintf(&b, "#DriverFaultModes: [%s]\n", quoted(strs(simdevice.DriverFaultModes), `"`))
+	fmt.Fprintf(&b, "#HealthEventProfiles: [%s]\n\n", quoted(strs(simdevice.HealthEventProfiles()), `"`))
 	b.WriteString("// #QuantityPattern is the grammar of a non-negative quantity string (drivers/simdevice QuantityPattern).\n")
 	fmt.Fprintf(&b, "#QuantityPattern: #\"%s\"#\n", simdevice.QuantityPattern)
 	return b.Bytes()
@@ -113,6 +116,27 @@ func capRules() [][3]string {
 			fmt.Sprintf("a pool publishes at most %d devices per node: the sum over deviceGroups of count × (1 + partitions)", limit),
 			".deviceGroups"},
 	}
+}
+
+// driverFaultRule is the CEL rule (rule, message, fieldPath) that driver-shaped faults (and fault
+// campaigns) need a
+// profile of the NVIDIA driver family without DynamicMIG (simdevice.HealthEventProfiles).
+func driverFaultRule() [3]string {
+	return [3]string{
+		fmt.Sprintf("((!has(self.faults) || !self.faults.exists(f, has(f.mode) && f.mode in [%[1]s])) && (!has(self.faultCampaigns) || !self.faultCampaigns.exists(c, has(c.mode) && c.mode in [%[1]s]))) || (has(self.profile) && self.profile in [%[2]s])",
+			quoted(strs(simdevice.DriverFaultModes), "'"), quoted(strs(simdevice.HealthEventProfiles()), "'")),
+		fmt.Sprintf("fault modes %s are health events of the NVIDIA GPU driver: the pool's profile must mirror it (%s; its DynamicMIG profiles publish no health taints)",
+			strings.Join(strs(simdevice.DriverFaultModes), ", "), strings.Join(strs(simdevice.HealthEventProfiles()), ", ")),
+		".faults",
+	}
+}
+
+func strs[S ~string](xs []S) []string {
+	out := make([]string, len(xs))
+	for i, x := range xs {
+		out[i] = string(x)
+	}
+	return out
 }
 
 // limitRules are the CEL rules on spec, one per profile and one without: the 2 built-ins
@@ -199,6 +223,15 @@ func patchCRD(name string, src []byte) ([]byte, error) {
 			if i = skipGenerated(lines, i); i < 0 {
 				return nil, fmt.Errorf("%s: %q without \"# end generated\"", name, trimmed)
 			}
+		case "driver-faults":
+			r := driverFaultRule()
+			out = append(out,
+				fmt.Sprintf("%s- rule: >-\n%s    %s\n", indent, indent, r[0]),
+				fmt.Sprintf("%s  message: %q\n", indent, r[1]),
+				fmt.Sprintf("%s  fieldPath: %s\n", indent, r[2]))
+			if i = skipGenerated(lines, i); i < 0 {
+				return nil, fmt.Errorf("%s: %q without \"# end generated\"", name, trimmed)
+			}
 		case "device-cap":
 			for _, r := range capRules() {
 				out = append(out,
@@ -213,7 +246,7 @@ func patchCRD(name string, src []byte) ([]byte, error) {
 			return nil, fmt.Errorf("%s: unknown generated part %q", name, part)
 		}
 	}
-	for _, p := range []string{"profile-enum", "per-device-limit", "device-cap"} {
+	for _, p := range []string{"profile-enum", "per-device-limit", "device-cap", "driver-faults"} {
 		if !found[p] {
 			return nil, fmt.Errorf("%s: marker \"# generated: %s\" is missing", name, p)
 		}

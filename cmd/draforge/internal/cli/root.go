@@ -92,7 +92,7 @@ func newRoot(name string) *cobra.Command {
 	pf.DurationVar(&kf.requestTimeout, "request-timeout", 30*time.Second, "timeout of each API request of diagnostic commands (0: none)")
 	root.AddCommand(newVersion(), newController(kf))
 	root.AddCommand(newDiscover(kf), newClaims(kf), newExplain(kf), newDoctor(kf), newGraph(kf),
-		newScenario(kf), newSnapshot(kf), newReplay(kf), newTrace(), newNodes(kf), newInjectFault(kf), newClearFaults(kf), newMachines(), newServe(kf), newKubeletPlugin(kf), newTUI(kf))
+		newScenario(kf), newSnapshot(kf), newReplay(kf), newTrace(), newNodes(kf), newInjectFault(kf), newFaultCampaign(kf), newClearFaults(kf), newMachines(), newServe(kf), newKubeletPlugin(kf), newTUI(kf))
 	return root
 }
 

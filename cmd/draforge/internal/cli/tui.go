@@ -50,7 +50,7 @@ func runTUI(ctx context.Context, kf *kubeFlags, allowFaults bool) error {
 	if allowFaults {
 		model.WithFaults(func(ctx context.Context, f tui.FaultTarget) error {
 			_, err := poolfaults.Patch(ctx, c.Dynamic, f.Namespace, f.Pool, func(p *simdevice.Pool) ([]simdevice.Fault, error) {
-				return poolfaults.Set(p, poolfaults.DeviceRef(f.Device), f.Node, simdevice.FaultUnhealthy)
+				return poolfaults.Set(p, simdevice.Fault{Device: poolfaults.DeviceRef(f.Device), Node: f.Node, Mode: simdevice.FaultUnhealthy})
 			})
 			return err
 		})

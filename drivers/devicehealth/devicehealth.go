@@ -1,0 +1,85 @@
+// Package devicehealth names the health taints real DRA drivers publish and says what they
+// mean: the NVIDIA GPU driver's (kubernetes-sigs/dra-driver-nvidia-gpu v0.4.1,
+// cmd/gpu-kubelet-plugin/device_health.go). drivers/simdevice publishes them for driver-shaped
+// faults; explain and doctor describe them wherever they come from. Pure, no dependencies on
+// the rest of DRAForge.
+package devicehealth
+
+import (
+	"slices"
+	"strconv"
+
+	resourcev1 "k8s.io/api/resource/v1"
+)
+
+// NvidiaDriverName is the NVIDIA GPU DRA driver's name (its DriverName constant), the family of
+// the nvidia-* profiles and the domain of its health taint keys.
+const NvidiaDriverName = "gpu.nvidia.com"
+
+// The NVIDIA driver's health taint keys (device_health.go TaintKeyXID, TaintKeyGPULost,
+// TaintKeyUnmonitored): one key per health dimension, whatever spec.driverName the pool uses.
+const (
+	TaintNvidiaXID         = NvidiaDriverName + "/xid"
+	TaintNvidiaGPULost     = NvidiaDriverName + "/gpu-lost"
+	TaintNvidiaUnmonitored = NvidiaDriverName + "/unmonitored"
+)
+
+// XIDs of the driver-shaped modes that name an XID. NVML reports an uncorrectable double-bit
+// ECC error as XID 48 and an NVLink error as XID 74 (NVIDIA Xid catalog,
+// docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html; XID 48 also in
+// docs.nvidia.com/deploy/dynamic-page-retirement/visibility.html).
+const (
+	XIDDoubleBitECC int64 = 48
+	XIDNVLink       int64 = 74
+	// MaxXID bounds spec.faults[].xid. The catalog's XIDs are below 200 today; the bound leaves
+	// room for new ones and keeps the taint value short.
+	MaxXID int64 = 999
+)
+
+// NvidiaIgnoredXIDs are the XIDs the driver treats as application errors (device_health.go
+// xidsToSkip): their taint has effect None, informational, instead of NoSchedule. The driver's
+// --additional-xids-to-ignore flag, which adds to the list, is not simulated.
+var NvidiaIgnoredXIDs = []int64{13, 31, 43, 45, 68, 109}
+
+// xidDescriptions name the XIDs the driver's ignore list comments on (device_health.go) and the
+// hardware XIDs the docs use, as the NVIDIA Xid catalog describes them; for explain.
+var xidDescriptions = map[int64]string{
+	13:  "Graphics Engine Exception",
+	31:  "GPU memory page fault",
+	43:  "GPU stopped processing",
+	45:  "Preemptive cleanup, due to previous errors",
+	48:  "double-bit (uncorrectable) ECC error",
+	63:  "ECC page retirement or row remapping recorded",
+	64:  "ECC page retirement or row remapping failure",
+	68:  "Video processor exception",
+	74:  "NVLink error",
+	79:  "GPU has fallen off the bus",
+	109: "Context Switch Timeout Error",
+}
+
+// IgnoredXID reports whether the NVIDIA driver publishes XID xid as informational (effect None).
+func IgnoredXID(xid int64) bool { return slices.Contains(NvidiaIgnoredXIDs, xid) }
+
+// Meaning explains a health taint of the NVIDIA driver, for explain; "" for other keys.
+func Meaning(t resourcev1.DeviceTaint) string {
+	switch t.Key {
+	case TaintNvidiaXID:
+		xid, err := strconv.ParseInt(t.Value, 10, 64)
+		if err != nil {
+			return "NVIDIA driver health event: XID " + t.Value
+		}
+		msg := "NVIDIA driver health event: XID " + t.Value
+		if d := xidDescriptions[xid]; d != "" {
+			msg += " (" + d + ")"
+		}
+		if IgnoredXID(xid) {
+			return msg + ", an application error the driver publishes as informational (effect None)"
+		}
+		return msg + ", a critical error"
+	case TaintNvidiaGPULost:
+		return "NVIDIA driver health event: a GPU was lost (NVML ERROR_GPU_IS_LOST); the driver taints every GPU of the node"
+	case TaintNvidiaUnmonitored:
+		return "NVIDIA driver health event: the driver could not register health events for the GPU (unmonitored, informational)"
+	}
+	return ""
+}
