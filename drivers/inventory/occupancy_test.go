@@ -93,3 +93,30 @@ func equal(a, b []string) bool {
 	}
 	return true
 }
+
+// TestOccupancyDriverHealthTaints: the NVIDIA driver's health taints as the simulated driver
+// publishes them (simdevice's driver-shaped faults) show in the occupancy views like any other:
+// an XID 79 (NoSchedule) marks its device tainted, an ignored XID 13 (effect None) does not.
+func TestOccupancyDriverHealthTaints(t *testing.T) {
+	s := it.Healthy()
+	for _, sl := range s.Slices {
+		if ptr.Deref(sl.Spec.NodeName, "") == "node-b" {
+			sl.Spec.Devices[0].Taints = []resourcev1.DeviceTaint{{Key: "gpu.nvidia.com/xid", Value: "13", Effect: resourcev1.DeviceTaintEffectNone}}
+			sl.Spec.Devices[1].Taints = []resourcev1.DeviceTaint{{Key: "gpu.nvidia.com/xid", Value: "79", Effect: resourcev1.DeviceTaintEffectNoSchedule}}
+		}
+	}
+	s.Sort()
+	found := false
+	for _, r := range inventory.Occupancy(s, devicesOf(s)) {
+		if r.Node != "node-b" {
+			continue
+		}
+		found = true
+		if r.Strip != "ft" || r.Tainted != 1 {
+			t.Errorf("node-b %+v, want gpu-0 free (XID 13 is informational) and gpu-1 tainted (XID 79)", r)
+		}
+	}
+	if !found {
+		t.Fatal("no row for node-b")
+	}
+}
