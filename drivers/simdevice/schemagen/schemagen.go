@@ -223,17 +223,12 @@ func patchCRD(name string, src []byte) ([]byte, error) {
 			if i = skipGenerated(lines, i); i < 0 {
 				return nil, fmt.Errorf("%s: %q without \"# end generated\"", name, trimmed)
 			}
-		case "driver-faults":
-			r := driverFaultRule()
-			out = append(out,
-				fmt.Sprintf("%s- rule: >-\n%s    %s\n", indent, indent, r[0]),
-				fmt.Sprintf("%s  message: %q\n", indent, r[1]),
-				fmt.Sprintf("%s  fieldPath: %s\n", indent, r[2]))
-			if i = skipGenerated(lines, i); i < 0 {
-				return nil, fmt.Errorf("%s: %q without \"# end generated\"", name, trimmed)
+		case "driver-faults", "device-cap":
+			rules := capRules()
+			if part == "driver-faults" {
+				rules = [][3]string{driverFaultRule()}
 			}
-		case "device-cap":
-			for _, r := range capRules() {
+			for _, r := range rules { // rule, message, fieldPath
 				out = append(out,
 					fmt.Sprintf("%s- rule: >-\n%s    %s\n", indent, indent, r[0]),
 					fmt.Sprintf("%s  message: %q\n", indent, r[1]),
