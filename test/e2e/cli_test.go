@@ -21,6 +21,7 @@ import (
 
 	"github.com/draforge/draforge/drivers/gvr"
 	"github.com/draforge/draforge/drivers/simdevice"
+	"github.com/draforge/draforge/machines"
 	"github.com/draforge/draforge/test/e2e/e2eutil"
 )
 
@@ -357,10 +358,10 @@ func TestCLIScenarioVet(t *testing.T) {
 func TestCLIMachines(t *testing.T) {
 	out := mustCLI(t, "machines", "vet")
 	if !strings.Contains(out, "machine pool ok") || !strings.Contains(out, "machine claim ok") || !strings.Contains(out, "machine node ok") ||
-		!strings.Contains(out, "machine pod ok") {
+		!strings.Contains(out, "machine pod ok") || !strings.Contains(out, "machine computedomain ok") {
 		t.Errorf("machines vet:\n%s", out)
 	}
-	if g := mustCLI(t, "machines", "graph"); strings.Count(g, "stateDiagram-v2") != 4 {
+	if g := mustCLI(t, "machines", "graph"); strings.Count(g, "stateDiagram-v2") != len(machines.Names) {
 		t.Errorf("machines graph:\n%s", g)
 	}
 	dir := t.TempDir()
