@@ -16,6 +16,7 @@ import (
 
 	"github.com/draforge/draforge/drivers/gvr"
 	"github.com/draforge/draforge/drivers/pools"
+	"github.com/draforge/draforge/machines"
 	"github.com/draforge/draforge/test/e2e/e2eutil"
 )
 
@@ -26,7 +27,8 @@ func v2Machines(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
 	// Every machine the controller runs: a --machines directory replaces the embedded ones.
-	for _, n := range []string{"claim.cue", "node.cue", "pod.cue", "pool.cue"} {
+	for _, name := range machines.Names {
+		n := name + ".cue"
 		b, err := os.ReadFile(filepath.Join(e2eutil.RepoRoot(), "machines", n))
 		if err != nil {
 			t.Fatal(err)
