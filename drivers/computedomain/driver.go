@@ -185,18 +185,8 @@ func (d *Driver) computeDomainPods(obj metav1.Object) []cache.ObjectName {
 	objs, _ := d.inf.For(gvr.ResourceClaims).GetIndexer().ByIndex(byDomain, string(obj.GetUID()))
 	var out []cache.ObjectName
 	for _, o := range objs {
-		u, ok := o.(*unstructured.Unstructured)
-		if !ok {
-			continue
-		}
-		refs, _, _ := unstructured.NestedSlice(u.Object, "status", "reservedFor")
-		for _, r := range refs {
-			m, _ := r.(map[string]any)
-			if m["resource"] == "pods" {
-				if name, _ := m["name"].(string); name != "" {
-					out = append(out, cache.ObjectName{Namespace: u.GetNamespace(), Name: name})
-				}
-			}
+		if c, ok := o.(metav1.Object); ok {
+			out = append(out, pods.ClaimPods(c)...)
 		}
 	}
 	return out

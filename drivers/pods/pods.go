@@ -79,7 +79,7 @@ func Register(reg *engine.Registry, inf *engine.Informers, kube kubernetes.Inter
 	reg.Observation("podNetwork", d.network)
 	reg.Action("prepareClaims", d.prepare)
 	reg.Action("unprepareClaims", d.unprepare)
-	reg.Mapper("claimPods", claimPods)
+	reg.Mapper("claimPods", ClaimPods)
 	reg.Mapper("slicePods", d.slicePods)
 	return d, nil
 }
@@ -100,9 +100,9 @@ func (d *Driver) reports(driver string) devicestatus.Reports {
 	}
 }
 
-// claimPods maps a claim to the pods it is reserved for. It runs on every claim event, so it
+// ClaimPods maps a claim to the pods it is reserved for. It runs on every claim event, so it
 // reads status.reservedFor of the cached (unstructured) claim without converting it.
-func claimPods(obj metav1.Object) []cache.ObjectName {
+func ClaimPods(obj metav1.Object) []cache.ObjectName {
 	u, ok := obj.(*unstructured.Unstructured)
 	if !ok {
 		return nil
@@ -175,7 +175,7 @@ func (d *Driver) slicePods(obj metav1.Object) []cache.ObjectName {
 	var out []cache.ObjectName
 	for _, o := range claims {
 		if m, ok := o.(metav1.Object); ok {
-			out = append(out, claimPods(m)...)
+			out = append(out, ClaimPods(m)...)
 		}
 	}
 	return out

@@ -226,8 +226,8 @@ func TestMappersAndNetwork(t *testing.T) {
 	d, _ := fixture(t)
 	o, _, _ := d.inf.For(gvr.ResourceClaims).GetStore().GetByKey("ns/c")
 	u := o.(*unstructured.Unstructured)
-	if got := claimPods(u); len(got) != 1 || got[0] != (cache.ObjectName{Namespace: "ns", Name: "w"}) {
-		t.Errorf("claimPods %v", got)
+	if got := ClaimPods(u); len(got) != 1 || got[0] != (cache.ObjectName{Namespace: "ns", Name: "w"}) {
+		t.Errorf("ClaimPods %v", got)
 	}
 	if keys, _ := reservedPools(u); len(keys) != 3 || keys[0] != driver+"/p" {
 		t.Errorf("reservedPools %v", keys)
