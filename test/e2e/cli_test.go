@@ -260,16 +260,7 @@ func TestCLIScenarioDiscoverClaimsGraph(t *testing.T) {
 func TestCLIDoctor(t *testing.T) {
 	e := newEnv(t)
 	installCRD(t, e)
-	r := runCLI(t, "doctor", "-n", e.Namespace, "-o", "json")
-	var rep struct {
-		Results []struct {
-			ID, Status, Message string
-			Evidence            []string
-		}
-	}
-	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
-		t.Fatalf("%v\n%s\n%s", err, r.stdout, r.stderr)
-	}
+	rep := doctorJSON(t, e.Namespace)
 	status := map[string]string{}
 	for _, res := range rep.Results {
 		status[res.ID] = res.Status
@@ -288,10 +279,27 @@ func TestCLIDoctor(t *testing.T) {
 		}
 	}
 	// A controller URL that does not answer is a FAIL and exit code 1.
-	r = runCLI(t, "doctor", "-n", e.Namespace, "--controller-url", "http://127.0.0.1:1", "--request-timeout", "2s")
+	r := runCLI(t, "doctor", "-n", e.Namespace, "--controller-url", "http://127.0.0.1:1", "--request-timeout", "2s")
 	if r.code != 1 || !strings.Contains(r.stdout, "DRA004") || !strings.Contains(r.stdout, "FAIL") {
 		t.Errorf("unreachable controller: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
+}
+
+// doctorResult is one check of `draforge doctor -o json`.
+type doctorResult struct {
+	ID, Status, Message string
+	Evidence            []string
+}
+
+// doctorJSON runs `draforge doctor -n ns -o json` and decodes its report.
+func doctorJSON(t *testing.T, ns string) struct{ Results []doctorResult } {
+	t.Helper()
+	r := runCLI(t, "doctor", "-n", ns, "-o", "json")
+	var rep struct{ Results []doctorResult }
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		t.Fatalf("%v\n%s\n%s", err, r.stdout, r.stderr)
+	}
+	return rep
 }
 
 func TestCLIExplainMissingClassAndNotFound(t *testing.T) {

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -113,22 +112,8 @@ func TestPodDriverHealthFaults(t *testing.T) {
 			t.Errorf("explain lacks %q:\n%s\n%s", want, ex.stdout, ex.stderr)
 		}
 	}
-	doc := runCLI(t, "doctor", "-n", ns, "-o", "json")
-	var rep struct {
-		Results []struct {
-			ID, Status, Message string
-			Evidence            []string
-		}
-	}
-	if err := json.Unmarshal([]byte(doc.stdout), &rep); err != nil {
-		t.Fatalf("%v\n%s\n%s", err, doc.stdout, doc.stderr)
-	}
-	i := slices.IndexFunc(rep.Results, func(r struct {
-		ID, Status, Message string
-		Evidence            []string
-	}) bool {
-		return r.ID == "DRA012"
-	})
+	rep := doctorJSON(t, ns)
+	i := slices.IndexFunc(rep.Results, func(r doctorResult) bool { return r.ID == "DRA012" })
 	if i < 0 || rep.Results[i].Status != "WARN" || !slices.ContainsFunc(rep.Results[i].Evidence, func(ev string) bool {
 		return strings.Contains(ev, "/"+r.node+"/"+faulty+": taint gpu.nvidia.com/xid=79:NoSchedule: NVIDIA driver health event: XID 79")
 	}) {
