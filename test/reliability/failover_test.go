@@ -27,9 +27,9 @@ const (
 // the last renewal and to retry after expiry) plus 0.5s for polling and the scrape.
 var takeoverBound = leaseDuration + retryPeriod + 2*time.Duration(1.2*float64(retryPeriod)) + 500*time.Millisecond
 
-func candidate(t *testing.T, e *e2eutil.Env, id string) *e2eutil.Controller {
+func candidate(t *testing.T, e *e2eutil.Env, allocator, id string) *e2eutil.Controller {
 	t.Helper()
-	return e2eutil.StartController(t, e.Kubeconfig, allocatorFlag, "simulator", "--leader-elect",
+	return e2eutil.StartController(t, e.Kubeconfig, allocatorFlag, allocator, "--leader-elect",
 		"--leader-election-lease-namespace", e.Namespace, "--leader-election-identity", id,
 		"--leader-election-lease-duration", leaseDuration.String(), "--leader-election-renew-deadline", renewDeadline.String(),
 		"--leader-election-retry-period", retryPeriod.String(), "--shutdown-timeout", "3s")
@@ -47,8 +47,12 @@ func holder(e *e2eutil.Env) string {
 // repeatedly and claims keep arriving, the leader is killed with SIGKILL. At every poll at most
 // one process reports leader 1 and it is the Lease holder; the standby leads within the
 // takeover bound; afterwards every claim is allocated exactly once, allocations made before
-// the kill are byte-identical, and every pool publishes its last spec.
-func TestLeaderFailoverUnderLoad(t *testing.T) {
+// the kill are byte-identical, and every pool publishes its last spec. With kube-scheduler
+// allocating, the claims in flight at the kill are handed over by the new leader: every
+// allocation pod is gone and no claim stays reserved.
+func TestLeaderFailoverUnderLoad(t *testing.T) { forEachAllocator(t, testLeaderFailoverUnderLoad) }
+
+func testLeaderFailoverUnderLoad(t *testing.T, allocator string) {
 	e := newEnv(t)
 	class := "rel-failover-" + e.Namespace
 	deviceClass(t, e, class, class)
@@ -60,7 +64,7 @@ func TestLeaderFailoverUnderLoad(t *testing.T) {
 		createPool(t, e, fmt.Sprintf("burst-%d", i), pool(2, "burst", "node-b", "node-c"))
 	}
 
-	procs := map[string]*e2eutil.Controller{"a": candidate(t, e, "a"), "b": candidate(t, e, "b")}
+	procs := map[string]*e2eutil.Controller{"a": candidate(t, e, allocator, "a"), "b": candidate(t, e, allocator, "b")}
 	gauges := func() map[string]float64 {
 		out := map[string]float64{}
 		for id, p := range procs {
@@ -155,8 +159,8 @@ func TestLeaderFailoverUnderLoad(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	t.Logf("FIGURE failover: kill -9 of leader %s during the burst; %s active after %s (bound %s)",
-		leader, standby, tookOver.Round(time.Millisecond), takeoverBound)
+	t.Logf("FIGURE failover (%s): kill -9 of leader %s during the burst; %s active after %s (bound %s)",
+		allocator, leader, standby, tookOver.Round(time.Millisecond), takeoverBound)
 	if tookOver > takeoverBound {
 		t.Errorf("takeover after %s, more than %s", tookOver, takeoverBound)
 	}
@@ -169,11 +173,12 @@ func TestLeaderFailoverUnderLoad(t *testing.T) {
 	})
 	close(stop)
 	monitor.Wait()
-	t.Logf("FIGURE failover: %d safety polls, %d violations", polls.Load(), violations.Load())
+	t.Logf("FIGURE failover (%s): %d safety polls, %d violations", allocator, polls.Load(), violations.Load())
 	if n := checkUnique(t, after); n != 60 {
 		t.Errorf("60 claims hold %d distinct devices", n)
 	}
 	sameAllocations(t, "failover", before, after)
+	eventually(t, 60*time.Second, func() (bool, string) { return handedOver(t, e, allocator) })
 	for i := range burstPools {
 		eventually(t, 60*time.Second, func() (bool, string) {
 			return checkPoolSlices(t, e, fmt.Sprintf("burst-%d", i), last[i], "node-b", "node-c")

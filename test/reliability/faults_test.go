@@ -158,14 +158,18 @@ func writeProxyKubeconfig(t *testing.T, server string) string {
 // write, and 403 for every write to one pool. The controller converges pools and claims; the
 // retry counters show each class the controller saw; the one forbidden pool is terminal
 // (Ready=False TerminalError, a Warning event, terminal_errors_total{class=Forbidden} 1); no
-// device is allocated twice.
-func TestFaultInjection(t *testing.T) {
+// device is allocated twice. With kube-scheduler allocating, the faults also hit the
+// allocation pods' creation and deletion and the claims' finalizer removal: every claim is
+// still handed over once.
+func TestFaultInjection(t *testing.T) { forEachAllocator(t, testFaultInjection) }
+
+func testFaultInjection(t *testing.T, allocator string) {
 	e := newEnv(t)
 	class := "rel-faults-" + e.Namespace
 	deviceClass(t, e, class, class)
 	proxy, addr := newFaultProxy(t, shared.Dir, shared.Server, "forbidden")
 	kc := writeProxyKubeconfig(t, addr)
-	ctrl := e2eutil.StartController(t, kc, allocatorFlag, "simulator")
+	ctrl := e2eutil.StartController(t, kc, allocatorFlag, allocator)
 
 	for i := range 3 {
 		createPool(t, e, fmt.Sprintf("pool-%d", i), pool(8, class, "node-a", "node-b"))
@@ -190,6 +194,7 @@ func TestFaultInjection(t *testing.T) {
 	if n := checkUnique(t, allocs); n != 30 {
 		t.Errorf("30 claims hold %d distinct devices", n)
 	}
+	eventually(t, 60*time.Second, func() (bool, string) { return handedOver(t, e, allocator) })
 
 	// The forbidden pool: terminal, visible, counted once.
 	eventually(t, 60*time.Second, func() (bool, string) {
@@ -223,9 +228,9 @@ func TestFaultInjection(t *testing.T) {
 	terminal := ctrl.Metric(t, "draforge_controller_terminal_errors_total")
 	forbidden := ctrl.Metric(t, "draforge_controller_terminal_errors_total", `pipeline="pool"`, `class="Forbidden"`)
 	seen429 := ctrl.Metric(t, "rest_client_requests_total", `code="429"`)
-	t.Logf("FIGURE faults: injected %v", injected)
-	t.Logf("FIGURE faults: reconcile_retries_total by class %v; terminal_errors_total %v (pool/Forbidden %v); rest_client_requests_total{code=429} %v",
-		retries, terminal, forbidden, seen429)
+	t.Logf("FIGURE faults (%s): injected %v", allocator, injected)
+	t.Logf("FIGURE faults (%s): reconcile_retries_total by class %v; terminal_errors_total %v (pool/Forbidden %v); rest_client_requests_total{code=429} %v",
+		allocator, retries, terminal, forbidden, seen429)
 
 	for _, f := range faultCycle {
 		if injected[f.name] == 0 {

@@ -3,6 +3,7 @@
 package reliability
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -17,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/draforge/draforge/drivers/allocationpod"
 	"github.com/draforge/draforge/drivers/gvr"
 	"github.com/draforge/draforge/drivers/simdevice"
 	"github.com/draforge/draforge/drivers/simdevice/pooltest"
@@ -26,11 +28,38 @@ import (
 var eventually = e2eutil.Eventually
 
 // newEnv is a namespace on the shared cluster with the CRDs and simulated nodes installed.
+// At the end of the test, after its controllers are gone, its pools and their slices are
+// removed: kube-controller-manager deletes the namespace, and pools left behind with their
+// finalizer would be finished by the next test's controller, whose writes that test counts.
 func newEnv(t *testing.T) *e2eutil.Env {
 	t.Helper()
 	e := e2eutil.NewEnv(t, shared.Kubeconfig)
 	e.Setup(t)
+	t.Cleanup(func() { removePools(t, e) })
 	return e
+}
+
+// removePools deletes the namespace's SimulatedDevicePools without waiting for a controller
+// (their finalizer dropped) and the ResourceSlices they published.
+func removePools(t *testing.T, e *e2eutil.Env) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pools := e.Dynamic.Resource(gvr.SimulatedDevicePools).Namespace(e.Namespace)
+	list, err := pools.List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Logf("cleanup: list pools: %v", err)
+		return
+	}
+	for _, p := range list.Items {
+		if _, err := pools.Patch(ctx, p.GetName(), types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{}); err != nil {
+			t.Logf("cleanup: pool %s: %v", p.GetName(), err)
+		}
+		_ = pools.Delete(ctx, p.GetName(), metav1.DeleteOptions{})
+	}
+	if err := e.Kube.ResourceV1().ResourceSlices().DeleteCollection(ctx, metav1.DeleteOptions{},
+		metav1.ListOptions{LabelSelector: simdevice.LabelSDPNamespace + "=" + e.Namespace}); err != nil {
+		t.Logf("cleanup: slices: %v", err)
+	}
 }
 
 // deviceClass creates a DeviceClass selecting devices whose "scenario" attribute is value.
@@ -227,4 +256,64 @@ func sortedKeys[V any](m map[string]V) []string {
 	return out
 }
 
-var _ = slices.Contains[[]string]
+// deleteProtection is kube-scheduler's finalizer on a claim it allocates
+// (resource.kubernetes.io/delete-protection).
+const deleteProtection = "resource.kubernetes.io/delete-protection"
+
+// handedOver checks, once every claim of the namespace is allocated, that the allocator left
+// nothing behind and that the mode's allocator made each allocation. With `kube-scheduler`:
+// each allocation was written by kube-scheduler (the field manager of status.allocation; the
+// controller never writes it in that mode), no allocation pod remains (each is deleted once
+// its claim is handed over; their names derive from the claim's UID, so none can exist twice),
+// no claim is reserved for a pod or keeps kube-scheduler's delete-protection finalizer. With
+// `simulator`: each allocation was written by the controller.
+func handedOver(t testing.TB, e *e2eutil.Env, allocator string) (bool, string) {
+	t.Helper()
+	claims, err := e.Kube.ResourceV1().ResourceClaims(e.Namespace).List(bg(), metav1.ListOptions{})
+	if err != nil {
+		return false, err.Error()
+	}
+	want := "draforge"
+	if allocator == "kube-scheduler" {
+		want = "kube-scheduler"
+	}
+	for _, c := range claims.Items {
+		if c.Status.Allocation == nil {
+			return false, c.Name + " not allocated"
+		}
+		if by := allocatedBy(&c); !strings.HasPrefix(by, want) {
+			return false, fmt.Sprintf("%s: allocation written by %q, want %s", c.Name, by, want)
+		}
+		if len(c.Status.ReservedFor) > 0 || slices.Contains(c.Finalizers, deleteProtection) {
+			return false, fmt.Sprintf("%s: reservedFor %v finalizers %v", c.Name, c.Status.ReservedFor, c.Finalizers)
+		}
+	}
+	pods, err := e.Kube.CoreV1().Pods(e.Namespace).List(bg(), metav1.ListOptions{LabelSelector: allocationpod.Label})
+	if err != nil {
+		return false, err.Error()
+	}
+	if len(pods.Items) > 0 {
+		return false, fmt.Sprintf("%d allocation pods left, the first %s", len(pods.Items), pods.Items[0].Name)
+	}
+	return true, ""
+}
+
+// allocationPods is the number of allocation pods in the namespace.
+func allocationPods(t testing.TB, e *e2eutil.Env) int {
+	t.Helper()
+	pods, err := e.Kube.CoreV1().Pods(e.Namespace).List(bg(), metav1.ListOptions{LabelSelector: allocationpod.Label})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(pods.Items)
+}
+
+// allocatedBy is the field manager that owns a claim's status.allocation.
+func allocatedBy(c *resourcev1.ResourceClaim) string {
+	for _, m := range c.ManagedFields {
+		if m.Subresource == "status" && m.FieldsV1 != nil && strings.Contains(string(m.FieldsV1.Raw), `"f:allocation"`) {
+			return m.Manager
+		}
+	}
+	return ""
+}

@@ -36,8 +36,16 @@ func sliceObjects(t *testing.T, e *e2eutil.Env) map[string]*resourcev1.ResourceS
 
 // previousRelease is the release the upgrade test starts from and rolls back to: the last
 // commit of the session before this one (there are no tags yet). DRAFORGE_PREVIOUS_RELEASE
-// overrides it with any commit or tag of the repository's history.
-const previousRelease = "81a072d"
+// overrides it with any commit or tag of the repository's history that has the controller's
+// --allocator and --debug-address flags (75e3810 and later).
+const previousRelease = "abb5833"
+
+// previousBuilds holds the previous release's binary per revision, built once per test process
+// into a directory removeBinaries removes.
+var (
+	previousBuilds = map[string]string{}
+	previousDirs   []string
+)
 
 // buildPreviousRelease exports the previous release's tree from git history (git archive, so
 // the repository's worktrees and index are left alone) and builds its cmd/draforge.
@@ -47,7 +55,14 @@ func buildPreviousRelease(t *testing.T) (bin, rev string) {
 	if r := os.Getenv("DRAFORGE_PREVIOUS_RELEASE"); r != "" {
 		rev = r
 	}
-	dir := t.TempDir()
+	if bin, ok := previousBuilds[rev]; ok {
+		return bin, rev
+	}
+	dir, err := os.MkdirTemp("", "draforge-previous-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	previousDirs = append(previousDirs, dir)
 	src := filepath.Join(dir, "src")
 	if err := os.Mkdir(src, 0o755); err != nil {
 		t.Fatal(err)
@@ -65,6 +80,7 @@ func buildPreviousRelease(t *testing.T) (bin, rev string) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build %s: %v\n%s", rev, err, out)
 	}
+	previousBuilds[rev] = bin
 	return bin, rev
 }
 
@@ -77,8 +93,12 @@ func buildPreviousRelease(t *testing.T) (bin, rev string) {
 // published attribute names qualified with the driver's domain; the current build reads them as
 // the same IDs (simdevice.SlicesEqual) instead of rewriting every slice on upgrade, as it did
 // before. Allocations stay byte-identical, slices equal, and each version allocates new claims
-// without reusing a device.
+// without reusing a device (with kube-scheduler allocating, each version hands over its own).
 func TestUpgradeRollbackFromPreviousRelease(t *testing.T) {
+	forEachAllocator(t, testUpgradeRollbackFromPreviousRelease)
+}
+
+func testUpgradeRollbackFromPreviousRelease(t *testing.T, allocator string) {
 	e := newEnv(t)
 	class := "rel-history-" + e.Namespace
 	deviceClass(t, e, class, class)
@@ -89,15 +109,7 @@ func TestUpgradeRollbackFromPreviousRelease(t *testing.T) {
 	createPool(t, e, "b", pool(3, class, "node-c"))
 	run := func(bin string) (*e2eutil.Controller, *recordingProxy) {
 		p, kc := newRecordingProxy(t, shared.Dir, shared.Server)
-		spec := e2eutil.ControllerSpec{Bin: bin, Kubeconfig: kc}
-		if bin == cur {
-			// The previous release predates --allocator (it always allocated standalone claims itself).
-			spec.Args = []string{allocatorFlag, "simulator"}
-		} else {
-			// ... and --debug-address (its debug endpoints share the runtime address).
-			spec.NoDebugAddress = true
-		}
-		return e2eutil.Run(t, spec), p
+		return e2eutil.Run(t, e2eutil.ControllerSpec{Bin: bin, Kubeconfig: kc, Args: []string{allocatorFlag, allocator}}), p
 	}
 	ctrl, _ := run(prev)
 	createClaims(t, e, "v0", class, 0, 5, 0)
@@ -106,6 +118,7 @@ func TestUpgradeRollbackFromPreviousRelease(t *testing.T) {
 		allocs = allocations(t, e)
 		return len(allocs) == 5, fmt.Sprintf("%d of 5 allocated by %s", len(allocs), rev)
 	})
+	eventually(t, 60*time.Second, func() (bool, string) { return handedOver(t, e, allocator) })
 	eventually(t, 30*time.Second, func() (bool, string) { return checkPoolSlices(t, e, "a", 6, "node-a", "node-b") })
 	eventually(t, 30*time.Second, func() (bool, string) { return checkPoolSlices(t, e, "b", 3, "node-c") })
 	slices := sliceObjects(t, e)
@@ -166,6 +179,7 @@ func TestUpgradeRollbackFromPreviousRelease(t *testing.T) {
 		if n := checkUnique(t, allocs); n != want {
 			t.Errorf("%s: %d claims hold %d distinct devices", step.name, want, n)
 		}
-		t.Logf("FIGURE history: %s: %d writes after the restart (none to slices or claims)", step.name, len(restartWrites))
+		eventually(t, 60*time.Second, func() (bool, string) { return handedOver(t, e, allocator) })
+		t.Logf("FIGURE history (%s): %s: %d writes after the restart (none to slices or claims)", allocator, step.name, len(restartWrites))
 	}
 }

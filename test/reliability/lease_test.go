@@ -34,9 +34,9 @@ const (
 )
 
 // chartCandidate runs a controller with --leader-elect at the chart's timings.
-func chartCandidate(t *testing.T, kubeconfig, namespace, id string) *e2eutil.Controller {
+func chartCandidate(t *testing.T, kubeconfig, namespace, allocator, id string) *e2eutil.Controller {
 	t.Helper()
-	return e2eutil.StartController(t, kubeconfig, allocatorFlag, "simulator", "--leader-elect",
+	return e2eutil.StartController(t, kubeconfig, allocatorFlag, allocator, "--leader-elect",
 		"--leader-election-lease-namespace", namespace, "--leader-election-identity", id,
 		"--leader-election-lease-duration", chartLeaseDuration.String(), "--leader-election-renew-deadline", chartRenewDeadline.String(),
 		"--leader-election-retry-period", chartRetryPeriod.String(), "--shutdown-timeout", "3s")
@@ -145,8 +145,11 @@ func (p *recordingProxy) accepted() []apiWrite {
 // proxy, while claims keep arriving. Another holder is written into the Lease under the live
 // leader. The leader must stop writing and exit, and its last accepted write must be answered
 // before the replica's first write is sent: on the writes the API server saw, not on gauges.
-// Afterwards every claim is allocated exactly once.
-func TestLeaseTakenAway(t *testing.T) {
+// Afterwards every claim is allocated exactly once (and, with kube-scheduler allocating,
+// handed over: the replica finishes what the old leader started).
+func TestLeaseTakenAway(t *testing.T) { forEachAllocator(t, testLeaseTakenAway) }
+
+func testLeaseTakenAway(t *testing.T, allocator string) {
 	e := newEnv(t)
 	class := "rel-lease-" + e.Namespace
 	deviceClass(t, e, class, class)
@@ -157,7 +160,7 @@ func TestLeaseTakenAway(t *testing.T) {
 	for _, id := range []string{"a", "b"} {
 		p, kc := newRecordingProxy(t, shared.Dir, shared.Server)
 		proxies[id] = p
-		procs[id] = chartCandidate(t, kc, e.Namespace, id)
+		procs[id] = chartCandidate(t, kc, e.Namespace, allocator, id)
 	}
 	var leader string
 	eventually(t, 60*time.Second, func() (bool, string) {
@@ -234,6 +237,7 @@ func TestLeaseTakenAway(t *testing.T) {
 	if u := checkUnique(t, allocs); u != n {
 		t.Errorf("%d claims hold %d distinct devices", n, u)
 	}
+	eventually(t, 60*time.Second, func() (bool, string) { return handedOver(t, e, allocator) })
 
 	old, repl := proxies[leader].accepted(), proxies[standby].accepted()
 	if len(old) == 0 || len(repl) == 0 {
@@ -251,8 +255,8 @@ func TestLeaseTakenAway(t *testing.T) {
 			firstNew = w
 		}
 	}
-	t.Logf("FIGURE lease taken away: old leader %s exited after %s, last write answered %s after the takeover (%s %s); replica %s held the Lease after %s, first write sent %s after the takeover (%s %s); %d claims",
-		leader, exitedAfter.Round(time.Millisecond), lastOld.end.Sub(takenAt).Round(time.Millisecond), lastOld.method, lastOld.path,
+	t.Logf("FIGURE lease taken away (%s): old leader %s exited after %s, last write answered %s after the takeover (%s %s); replica %s held the Lease after %s, first write sent %s after the takeover (%s %s); %d claims",
+		allocator, leader, exitedAfter.Round(time.Millisecond), lastOld.end.Sub(takenAt).Round(time.Millisecond), lastOld.method, lastOld.path,
 		standby, tookOver.Round(time.Millisecond), firstNew.start.Sub(takenAt).Round(time.Millisecond), firstNew.method, firstNew.path, n)
 	if !lastOld.end.Before(firstNew.start) {
 		t.Errorf("split brain: the old leader's last write (%s %s) was answered at +%s, after the replica's first write (%s %s) was sent at +%s",
@@ -265,12 +269,14 @@ func TestLeaseTakenAway(t *testing.T) {
 // loses its lease after the renew deadline and exits; the replica keeps running and takes the
 // Lease once the API server is back; allocations made before the outage are unchanged, new
 // claims are allocated, no device is held twice.
-func TestLeaderElectionOutage(t *testing.T) {
+func TestLeaderElectionOutage(t *testing.T) { forEachAllocator(t, testLeaderElectionOutage) }
+
+func testLeaderElectionOutage(t *testing.T, allocator string) {
 	c, e := dedicatedCluster(t)
 	class := "rel-le-outage"
 	deviceClass(t, e, class, class)
 	createPool(t, e, "gpus", pool(6, class, "node-a", "node-b"))
-	procs := map[string]*e2eutil.Controller{"a": chartCandidate(t, c.Kubeconfig, e.Namespace, "a"), "b": chartCandidate(t, c.Kubeconfig, e.Namespace, "b")}
+	procs := map[string]*e2eutil.Controller{"a": chartCandidate(t, c.Kubeconfig, e.Namespace, allocator, "a"), "b": chartCandidate(t, c.Kubeconfig, e.Namespace, allocator, "b")}
 	var leader string
 	eventually(t, 60*time.Second, func() (bool, string) {
 		leader = holder(e)
@@ -315,8 +321,8 @@ func TestLeaderElectionOutage(t *testing.T) {
 		h := holder(e)
 		return h == standby, fmt.Sprintf("holder %q", h)
 	})
-	t.Logf("FIGURE leader election outage: leader %s exited %s after kube-apiserver's SIGTERM (%s after it was gone, outage %s); replica %s held the Lease %s after kube-apiserver was back",
-		leader, (down.Sub(sigterm) + exitedAt).Round(time.Millisecond), exitedAt.Round(time.Millisecond), outageLength, standby, time.Since(up).Round(time.Millisecond))
+	t.Logf("FIGURE leader election outage (%s): leader %s exited %s after kube-apiserver's SIGTERM (%s after it was gone, outage %s); replica %s held the Lease %s after kube-apiserver was back",
+		allocator, leader, (down.Sub(sigterm) + exitedAt).Round(time.Millisecond), exitedAt.Round(time.Millisecond), outageLength, standby, time.Since(up).Round(time.Millisecond))
 
 	createClaims(t, e, "new", class, 0, 5, 0)
 	var after map[string]string
@@ -328,4 +334,5 @@ func TestLeaderElectionOutage(t *testing.T) {
 	if n := checkUnique(t, after); n != 10 {
 		t.Errorf("10 claims hold %d distinct devices", n)
 	}
+	eventually(t, 60*time.Second, func() (bool, string) { return handedOver(t, e, allocator) })
 }

@@ -28,6 +28,9 @@ var shared *cluster.Cluster
 func TestMain(m *testing.M) {
 	code := run(m)
 	e2eutil.RemoveBinaries()
+	for _, d := range previousDirs {
+		_ = os.RemoveAll(d)
+	}
 	os.Exit(code)
 }
 
@@ -42,7 +45,6 @@ func run(m *testing.M) int {
 	return m.Run()
 }
 
-// startCluster starts a local control plane (etcd + kube-apiserver) in a fresh directory.
 // dedicatedCluster starts a control plane of the test's own (for tests that stop
 // kube-apiserver), stopped at cleanup, and an env on it.
 func dedicatedCluster(t *testing.T) (*cluster.Cluster, *e2eutil.Env) {
@@ -57,18 +59,32 @@ func dedicatedCluster(t *testing.T) (*cluster.Cluster, *e2eutil.Env) {
 	return c, e
 }
 
-// allocatorFlag is given to every current controller of this suite with the value "simulator":
-// its control planes run no kube-scheduler (nor kube-controller-manager), so the simulator's own
-// allocator is the only one there, and the suite measures that allocator under failover,
-// faults and outages.
+// allocators are the controller's two modes for standalone claims. Every test that allocates
+// runs in both (forEachAllocator): `simulator`, the controller's own allocator, and
+// `kube-scheduler`, the default, where each standalone claim gets an allocation pod that the
+// real kube-scheduler allocates and the controller then hands over (docs/allocator.md). So the
+// control planes here run kube-scheduler and kube-controller-manager too (its resourceclaim
+// controller drops a handed-over pod from reservedFor); the simulator tests create no pods,
+// so neither acts on their claims.
+var allocators = []string{"simulator", "kube-scheduler"}
+
 const allocatorFlag = "--allocator"
 
+// forEachAllocator runs test once per allocator mode, as subtests named after the mode.
+func forEachAllocator(t *testing.T, test func(t *testing.T, allocator string)) {
+	for _, a := range allocators {
+		t.Run(a, func(t *testing.T) { test(t, a) })
+	}
+}
+
+// startCluster starts a local control plane (etcd, kube-apiserver, kube-scheduler,
+// kube-controller-manager) in a fresh directory.
 func startCluster() (*cluster.Cluster, error) {
 	dir, err := os.MkdirTemp("", "draforge-rel-")
 	if err != nil {
 		return nil, err
 	}
-	c, err := cluster.Start(context.Background(), cluster.Options{Dir: dir, Log: os.Stderr})
+	c, err := cluster.Start(context.Background(), cluster.Options{Dir: dir, Log: os.Stderr, Extra: cluster.Workloads})
 	if err != nil {
 		return nil, fmt.Errorf("start local control plane: %w", err)
 	}

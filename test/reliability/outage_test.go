@@ -22,6 +22,10 @@ const (
 	outageLength = 20 * time.Second
 	// outageConverge bounds how long new work takes to converge after the restart.
 	outageConverge = 12 * time.Second
+	// schedulerReconnect bounds how long kube-scheduler takes to allocate claims after the
+	// restart: its informers come back after client-go's reflector backoff, up to 30s
+	// between attempts, plus a scheduling round.
+	schedulerReconnect = 45 * time.Second
 )
 
 type readyz struct {
@@ -37,12 +41,14 @@ type readyz struct {
 // the grace period, then 503 not_ready with the same reason; /healthz stays 200; no body leaks
 // error text or the server URL. After the restart /readyz is ready again, new claims and pool
 // changes converge, and nothing was lost or duplicated.
-func TestAPIServerOutage(t *testing.T) {
+func TestAPIServerOutage(t *testing.T) { forEachAllocator(t, testAPIServerOutage) }
+
+func testAPIServerOutage(t *testing.T, allocator string) {
 	c, e := dedicatedCluster(t)
 	class := "rel-outage"
 	deviceClass(t, e, class, class)
 	createPool(t, e, "gpus", pool(4, class, "node-a", "node-b"))
-	ctrl := e2eutil.StartController(t, c.Kubeconfig, allocatorFlag, "simulator", "--readiness-grace-period", outageGrace.String(),
+	ctrl := e2eutil.StartController(t, c.Kubeconfig, allocatorFlag, allocator, "--readiness-grace-period", outageGrace.String(),
 		"--readiness-timeout", outageTimeout.String())
 	createClaims(t, e, "old", class, 0, 5, 0)
 	var before map[string]string
@@ -50,6 +56,7 @@ func TestAPIServerOutage(t *testing.T) {
 		before = allocations(t, e)
 		return len(before) == 5, fmt.Sprintf("%d of 5 allocated", len(before))
 	})
+	eventually(t, 60*time.Second, func() (bool, string) { return handedOver(t, e, allocator) })
 	eventually(t, 30*time.Second, func() (bool, string) { return checkPoolSlices(t, e, "gpus", 4, "node-a", "node-b") })
 	slicesBefore := sliceSpecs(t, e)
 
@@ -130,8 +137,8 @@ func TestAPIServerOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	tl.add("kube-apiserver down for %s", time.Since(down).Round(time.Millisecond))
-	t.Logf("FIGURE outage: first failed check %s after SIGTERM; degraded from +%s, 503 not_ready from +%s (grace %s, check timeout %s, outage %s)",
-		down.Sub(tl.start).Round(time.Millisecond), firstDegraded.Round(time.Millisecond), firstNotReady.Round(time.Millisecond), outageGrace, outageTimeout, outageLength)
+	t.Logf("FIGURE outage (%s): first failed check %s after SIGTERM; degraded from +%s, 503 not_ready from +%s (grace %s, check timeout %s, outage %s)",
+		allocator, down.Sub(tl.start).Round(time.Millisecond), firstDegraded.Round(time.Millisecond), firstNotReady.Round(time.Millisecond), outageGrace, outageTimeout, outageLength)
 	// The first failed check is the first degraded one (the last success is at most one check
 	// before it); not_ready follows once the grace has run out: by grace + one bounded check
 	// + two polls.
@@ -155,7 +162,7 @@ func TestAPIServerOutage(t *testing.T) {
 		return code == 200 && r.Status == "ready" && r.Reason == "ok", fmt.Sprintf("/readyz %d %s", code, body)
 	})
 	tl.add("/readyz 200 ready ok")
-	t.Logf("FIGURE outage: controller ready %s after kube-apiserver answered /readyz", time.Since(restarted).Round(time.Millisecond))
+	t.Logf("FIGURE outage (%s): controller ready %s after kube-apiserver answered /readyz", allocator, time.Since(restarted).Round(time.Millisecond))
 
 	// Nothing lost or duplicated while down.
 	if now := allocations(t, e); len(now) != 5 {
@@ -178,18 +185,32 @@ func TestAPIServerOutage(t *testing.T) {
 	eventually(t, outageConverge, func() (bool, string) { return checkPoolSlices(t, e, "gpus", 6, "node-a", "node-b") })
 	tl.add("pool change converged")
 	poolTook := time.Since(converge)
+	allocBound := outageConverge
+	if allocator == "kube-scheduler" {
+		// The controller's part converges at once: an allocation pod per new claim. The
+		// allocations are kube-scheduler's, whose informers reconnect with client-go's
+		// reflector backoff after the outage (not the controller's to shorten).
+		eventually(t, outageConverge, func() (bool, string) {
+			n := allocationPods(t, e)
+			return n == 5, fmt.Sprintf("%d allocation pods for the 5 new claims", n)
+		})
+		tl.add("allocation pods created")
+		t.Logf("FIGURE outage (%s): after the restart an allocation pod for each new claim in %s", allocator, time.Since(converge).Round(time.Millisecond))
+		allocBound = schedulerReconnect
+	}
 	var after map[string]string
-	eventually(t, outageConverge, func() (bool, string) {
+	eventually(t, allocBound, func() (bool, string) {
 		after = allocations(t, e)
-		return len(after) == 10, fmt.Sprintf("%d of 10 allocated", len(after))
+		return len(after) == 10, fmt.Sprintf("%d of 10 allocated; %d allocation pods", len(after), allocationPods(t, e))
 	})
 	tl.add("new claims allocated")
-	t.Logf("FIGURE outage: after the restart the pool change converged in %s, all new claims allocated in %s",
-		poolTook.Round(time.Millisecond), time.Since(converge).Round(time.Millisecond))
+	t.Logf("FIGURE outage (%s): after the restart the pool change converged in %s, all new claims allocated in %s",
+		allocator, poolTook.Round(time.Millisecond), time.Since(converge).Round(time.Millisecond))
 	sameAllocations(t, "after outage", before, after)
 	if n := checkUnique(t, after); n != 10 {
 		t.Errorf("10 claims hold %d distinct devices", n)
 	}
+	eventually(t, 60*time.Second, func() (bool, string) { return handedOver(t, e, allocator) })
 	if n := ctrl.Metric(t, "draforge_controller_terminal_errors_total"); n != 0 {
 		t.Errorf("terminal errors: %v", n)
 	}

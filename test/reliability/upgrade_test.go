@@ -88,8 +88,11 @@ func readyIs(t *testing.T, e *e2eutil.Env, name, status, reason, message string)
 // published pool (one status write each) and enters its paused state when a pool is labelled; the
 // rollback writes the v1 message back. Then the CRD is replaced by an older one (schema-version
 // N-1): every pool shows Degraded=True SchemaPredatesController with Ready still True; the
-// current CRD turns it back to Degraded=False SchemaCurrent.
-func TestUpgradeRollback(t *testing.T) {
+// current CRD turns it back to Degraded=False SchemaCurrent. After each switch the new process
+// allocates (and, with kube-scheduler allocating, hands over) two new claims.
+func TestUpgradeRollback(t *testing.T) { forEachAllocator(t, testUpgradeRollback) }
+
+func testUpgradeRollback(t *testing.T, allocator string) {
 	e := newEnv(t)
 	class := "rel-upgrade-" + e.Namespace
 	deviceClass(t, e, class, class)
@@ -97,16 +100,17 @@ func TestUpgradeRollback(t *testing.T) {
 	v2 := e2eutil.DraforgeBinaryWith(t, "-X github.com/draforge/draforge/cmd/draforge/internal/buildinfo.Version=v2-reliability")
 	v2dir := v2Machines(t)
 
-	createPool(t, e, "a", pool(4, class, "node-a", "node-b"))
+	createPool(t, e, "a", pool(5, class, "node-a", "node-b"))
 	createPool(t, e, "b", pool(3, class, "node-c"))
-	ctrl := e2eutil.Run(t, e2eutil.ControllerSpec{Bin: v1, Kubeconfig: e.Kubeconfig, Args: []string{allocatorFlag, "simulator"}})
+	ctrl := e2eutil.Run(t, e2eutil.ControllerSpec{Bin: v1, Kubeconfig: e.Kubeconfig, Args: []string{allocatorFlag, allocator}})
 	createClaims(t, e, "c", class, 0, 8, 0)
 	var allocs map[string]string
 	eventually(t, 60*time.Second, func() (bool, string) {
 		allocs = allocations(t, e)
 		return len(allocs) == 8, fmt.Sprintf("%d of 8 allocated", len(allocs))
 	})
-	eventually(t, 30*time.Second, func() (bool, string) { return checkPoolSlices(t, e, "a", 4, "node-a", "node-b") })
+	eventually(t, 60*time.Second, func() (bool, string) { return handedOver(t, e, allocator) })
+	eventually(t, 30*time.Second, func() (bool, string) { return checkPoolSlices(t, e, "a", 5, "node-a", "node-b") })
 	eventually(t, 30*time.Second, func() (bool, string) { return checkPoolSlices(t, e, "b", 3, "node-c") })
 	slices := sliceSpecs(t, e)
 	if ctrl.Writes(t) == 0 {
@@ -118,8 +122,8 @@ func TestUpgradeRollback(t *testing.T) {
 		spec    e2eutil.ControllerSpec
 		message string
 	}{
-		{"upgrade to v2", e2eutil.ControllerSpec{Bin: v2, Kubeconfig: e.Kubeconfig, Args: []string{allocatorFlag, "simulator", "--machines", v2dir}}, v2Message},
-		{"rollback to v1", e2eutil.ControllerSpec{Bin: v1, Kubeconfig: e.Kubeconfig, Args: []string{allocatorFlag, "simulator"}}, ""},
+		{"upgrade to v2", e2eutil.ControllerSpec{Bin: v2, Kubeconfig: e.Kubeconfig, Args: []string{allocatorFlag, allocator, "--machines", v2dir}}, v2Message},
+		{"rollback to v1", e2eutil.ControllerSpec{Bin: v1, Kubeconfig: e.Kubeconfig, Args: []string{allocatorFlag, allocator}}, ""},
 	} {
 		// Other tests' pools may still exist on the shared cluster: every published pool gets
 		// the new message, so count them all.
@@ -141,7 +145,7 @@ func TestUpgradeRollback(t *testing.T) {
 		time.Sleep(2 * time.Second)
 		w := ctrl.Writes(t)
 		hb := heartbeats()
-		t.Logf("FIGURE upgrade: %s ready in %s, %v writes (%d node heartbeats due meanwhile), %v GETs", step.name, ready.Round(time.Millisecond), w, hb,
+		t.Logf("FIGURE upgrade (%s): %s ready in %s, %v writes (%d node heartbeats due meanwhile), %v GETs", allocator, step.name, ready.Round(time.Millisecond), w, hb,
 			ctrl.Metric(t, "rest_client_requests_total", `method="GET"`))
 		// One status write per published pool (the message), nothing else: no slice, no claim;
 		// the simulated nodes' Lease renewals and heartbeats are due by time and counted apart.
@@ -156,6 +160,17 @@ func TestUpgradeRollback(t *testing.T) {
 			t.Errorf("%s: %d allocations, want %d", step.name, len(now), len(allocs))
 		}
 		sameAllocations(t, step.name, allocs, now)
+		// This version allocates new claims next to the old ones.
+		createClaims(t, e, fmt.Sprintf("%s-%d", strings.Fields(step.name)[0], len(allocs)), class, 0, 2, 0)
+		want := len(allocs) + 2
+		eventually(t, 60*time.Second, func() (bool, string) {
+			allocs = allocations(t, e)
+			return len(allocs) == want, fmt.Sprintf("%s: %d of %d allocated", step.name, len(allocs), want)
+		})
+		eventually(t, 60*time.Second, func() (bool, string) { return handedOver(t, e, allocator) })
+		if n := checkUnique(t, allocs); n != want {
+			t.Errorf("%s: %d claims hold %d distinct devices", step.name, want, n)
+		}
 		if step.message != v2Message {
 			continue
 		}
