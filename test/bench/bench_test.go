@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -224,5 +225,70 @@ func TestParseServeMemory(t *testing.T) {
 	}
 	if _, err := ParseServeMemory("PASS\n"); err == nil {
 		t.Error("no results: no error")
+	}
+}
+
+// TestOverridden: a copied component's own argument of a flag the copy sets is dropped (a list
+// flag such as --controllers would add up), the rest kept in order.
+func TestOverridden(t *testing.T) {
+	args := []string{"--kubeconfig=/admin", "--leader-elect=false", "--controllers=a,b", "--v", "--secure-port=0"}
+	got := overridden(args, []string{"--kubeconfig=/proxy", "--secure-port=0", "--controllers=resourceclaim-controller"})
+	if want := []string{"--leader-elect=false", "--v"}; !slices.Equal(got, want) {
+		t.Fatalf("overridden = %q, want %q", got, want)
+	}
+}
+
+// TestAllocRows: the default mode's writes are summed over its agents and still count as
+// writes; its per-claim row is gated, the per-write and latency rows reported.
+func TestAllocRows(t *testing.T) {
+	r := &AllocResult{Nodes: 5, Devices: 2, Claims: 10, Controller: 100, Scheduler: 40, Raw: 200, Default: 30,
+		ControllerReqs: Counts{"update resourceclaims/status": 10, "create events": 10, "list resourceclaims": 1},
+		SchedulerReqs:  Counts{"create pods/binding": 10, "patch resourceclaims/status": 10, "get nodes": 3},
+		DefaultReqs: map[string]Counts{
+			"controller":              {"create pods": 10, "delete pods": 10, "watch pods": 1},
+			"kube-scheduler":          {"create pods/binding": 10},
+			"kube-controller-manager": {"update resourceclaims/status": 10},
+		},
+		LatencyRate:   20,
+		ControllerLat: Latency{Samples: 10, P50: 10 * time.Millisecond, P99: 20 * time.Millisecond},
+		SchedulerLat:  Latency{Samples: 10, P50: 30 * time.Millisecond, P99: 80 * time.Millisecond},
+		DefaultLat:    Latency{Samples: 10, P50: 60 * time.Millisecond, P99: 160 * time.Millisecond},
+	}
+	if got := r.WritesPerClaim(r.DefaultWrites()); got != 4 {
+		t.Fatalf("default writes per claim = %v, want 4 (%v)", got, r.DefaultWrites())
+	}
+	if got := r.DefaultWritesPerSecond(); got != 120 {
+		t.Fatalf("default writes/s = %v, want 120", got)
+	}
+	rows := AllocRows(r)
+	if len(rows) != 7 {
+		t.Fatalf("%d rows, want 7", len(rows))
+	}
+	byPrefix := func(p string) Row {
+		for _, row := range rows {
+			if strings.HasPrefix(row.Metric, p) {
+				return row
+			}
+		}
+		t.Fatalf("no row %q", p)
+		return Row{}
+	}
+	perClaim := byPrefix("allocation per claim, the rate a user feels: default mode")
+	if perClaim.Ratio != "0.75" || perClaim.Target == "report" || perClaim.OK != (0.75 >= DefaultPerClaimTarget) {
+		t.Errorf("default per-claim row %+v", perClaim)
+	}
+	lat := byPrefix("allocation latency, claim created to allocated, p50 / p99 (ratio of p99): default mode")
+	if lat.Value != "p50 60.0 ms / p99 160.0 ms" || lat.Ratio != "2.00" {
+		t.Errorf("default latency row %+v", lat)
+	}
+	r.Default = r.Scheduler * DefaultPerClaimTarget * 0.9
+	rows = AllocRows(r)
+	if byPrefix("allocation per claim, the rate a user feels: default mode").OK {
+		t.Error("a default mode below its per-claim target passed")
+	}
+	// Not measured: no default or latency rows.
+	r.Default, r.LatencyRate = 0, 0
+	if n := len(AllocRows(r)); n != 3 {
+		t.Errorf("%d rows without default mode and latency, want 3", n)
 	}
 }

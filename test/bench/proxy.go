@@ -35,7 +35,7 @@ type CountingProxy struct {
 }
 
 // NewCountingProxy starts a proxy to the cluster whose certificates are in clusterDir and
-// writes its kubeconfig into dir.
+// writes its kubeconfig into a new file in dir.
 func NewCountingProxy(clusterDir, server, dir string) (*CountingProxy, error) {
 	up, err := url.Parse(server)
 	if err != nil {
@@ -68,8 +68,17 @@ func NewCountingProxy(clusterDir, server, dir string) (*CountingProxy, error) {
 	cfg.AuthInfos["proxy"] = &clientcmdapi.AuthInfo{}
 	cfg.Contexts["proxy"] = &clientcmdapi.Context{Cluster: "proxy", AuthInfo: "proxy"}
 	cfg.CurrentContext = "proxy"
-	p.Kubeconfig = filepath.Join(dir, "proxy-kubeconfig")
-	if err := clientcmd.WriteToFile(*cfg, p.Kubeconfig); err != nil {
+	// A file of its own: proxies made one after another in the same dir (one per agent) must
+	// not share one, or every agent started afterwards talks through the last proxy.
+	f, err := os.CreateTemp(dir, "proxy-kubeconfig-")
+	if err == nil {
+		p.Kubeconfig = f.Name()
+		err = f.Close()
+	}
+	if err == nil {
+		err = clientcmd.WriteToFile(*cfg, p.Kubeconfig)
+	}
+	if err != nil {
 		p.srv.Close()
 		return nil, err
 	}

@@ -1,11 +1,22 @@
 package bench
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"maps"
+	"math/big"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/draforge/draforge/test/cluster"
 )
@@ -231,5 +242,53 @@ func TestGangRows(t *testing.T) {
 	r.DRAForge = &more
 	if work := GangRows(r)[1]; work.OK {
 		t.Errorf("2 requests per pod against KWOK's 1.02 met: %+v", work)
+	}
+}
+
+// TestProxyKubeconfigsApart: two proxies made in the same directory write kubeconfigs of their
+// own, each naming its own proxy (the default mode's three agents each start behind one).
+func TestProxyKubeconfigsApart(t *testing.T) {
+	dir := t.TempDir()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test"},
+		NotBefore: time.Now(), NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+	for name, b := range map[string][]byte{"admin.crt": certPEM, "ca.crt": certPEM,
+		"admin.key": pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})} {
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var proxies []*CountingProxy
+	for range 2 {
+		p, err := NewCountingProxy(dir, "https://127.0.0.1:1", dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Close()
+		proxies = append(proxies, p)
+	}
+	// Read once both exist: the second must not have replaced the first's.
+	var servers []string
+	for _, p := range proxies {
+		cfg, err := clientcmd.LoadFromFile(p.Kubeconfig)
+		if err != nil {
+			t.Fatal(err)
+		}
+		servers = append(servers, cfg.Clusters["proxy"].Server)
+	}
+	if servers[0] == servers[1] {
+		t.Fatalf("both proxies' kubeconfigs name %s", servers[0])
 	}
 }

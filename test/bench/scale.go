@@ -294,8 +294,8 @@ func (e *Env) coldStart(ctx context.Context, n int, sc ScaleConfig, qpsArgs []st
 
 // scaleAllocation compares the controller with kube-scheduler allocating claims for the cold
 // start's devices of n nodes, both at the scale phase's QPS (Allocation's method: each side
-// through a counting proxy of its own, writes per claim measured), then deletes both runs'
-// claims and pods, so every device is free again.
+// through a counting proxy of its own, writes per claim measured; it deletes both runs' claims
+// and pods, so every device is free again).
 func (e *Env) scaleAllocation(ctx context.Context, cs *ColdStart, n int, sc ScaleConfig, qpsArgs []string, limits string) ([]Row, error) {
 	if err := e.DeviceClass(ctx, cs.ns, cs.ns); err != nil && !apierrors.IsAlreadyExists(err) {
 		return nil, err
@@ -303,9 +303,6 @@ func (e *Env) scaleAllocation(ctx context.Context, cs *ColdStart, n int, sc Scal
 	ns := fmt.Sprintf("bench-scale-alloc-%d", n)
 	r, err := e.allocation(ctx, allocRun{nodes: n, devices: sc.Devices, claims: sc.Claims, class: cs.ns, ns: ns, args: qpsArgs})
 	if err != nil {
-		return nil, err
-	}
-	if err := e.deleteScheduled(ctx, ns+"-sched"); err != nil {
 		return nil, err
 	}
 	label := fmt.Sprintf("at %s (%d one-device claims, %d nodes x %d devices)", limits, r.Claims, n, sc.Devices)

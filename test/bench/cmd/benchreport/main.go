@@ -32,6 +32,7 @@ func main() {
 	flag.IntVar(&cfg.AllocNodes, "alloc-nodes", cfg.AllocNodes, "nodes for claim allocation")
 	flag.IntVar(&cfg.AllocDevices, "alloc-devices", cfg.AllocDevices, "devices per node for claim allocation")
 	flag.IntVar(&cfg.AllocCount, "claims", cfg.AllocCount, "claims per allocation run")
+	flag.Float64Var(&cfg.AllocLatencyRate, "alloc-rate", cfg.AllocLatencyRate, "claims/s at which the alloc phase's latency runs create claims (0: no latency runs)")
 	flag.DurationVar(&cfg.SteadyWindow, "steady", cfg.SteadyWindow, "steady-state window")
 	flag.Float64Var(&cfg.ChurnRate, "churn-rate", cfg.ChurnRate, "claims created per second under churn")
 	flag.DurationVar(&cfg.ChurnDuration, "churn", cfg.ChurnDuration, "churn duration")
