@@ -193,3 +193,18 @@ spec:
 		}
 	}
 }
+
+func TestDecodeFaultsExample(t *testing.T) {
+	src, err := os.ReadFile("../../examples/traces/faults.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := Decode("faults.yaml", src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tr.Jobs) != 3 || len(tr.Faults) != 1 || len(tr.Faults[0].Devices) != 4 || len(tr.Campaigns) != 1 ||
+		tr.Faults[0].PoolKey() != "draforge-replay/replay-gpus" || tr.Campaigns[0].Campaign.Fraction != 0.25 {
+		t.Errorf("faults.yaml decoded as %+v", tr)
+	}
+}

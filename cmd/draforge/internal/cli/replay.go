@@ -73,7 +73,11 @@ compressing time.`,
 				return err
 			}
 			w := cmd.ErrOrStderr()
-			fmt.Fprintf(w, "replaying %s: %d jobs over %s simulated, at %gx (about %s)\n", args[0], len(t.Jobs), t.Span(), speed, trace.Compress(t.Span(), speed).Round(time.Second))
+			faults := ""
+			if t.HasFaults() {
+				faults = fmt.Sprintf(", %d faults and %d fault campaigns", len(t.Faults), len(t.Campaigns))
+			}
+			fmt.Fprintf(w, "replaying %s: %d jobs over %s simulated%s, at %gx (about %s)\n", args[0], len(t.Jobs), t.Span(), faults, speed, trace.Compress(t.Span(), speed).Round(time.Second))
 			rec, err := replay.Run(cmd.Context(), c.Kube, t, replay.Options{Speed: speed, Deadline: deadline, GroupBy: groupBy, Keep: keep,
 				Log: func(f string, a ...any) { fmt.Fprintf(w, f+"\n", a...) }, Dynamic: c.Dynamic})
 			if rec == nil {
