@@ -158,6 +158,7 @@ func (f *faultRunner) restore(ctx context.Context, rec *Record, log func(string,
 func (f *faultRunner) write(ctx context.Context, rec *Record, events []FaultEvent, now func() time.Duration, claims cache.Store, log func(string, ...any)) {
 	var order []string
 	byPool := map[string][]FaultEvent{}
+	var held map[string][]string // read once, when a fault is set
 	for _, ev := range events {
 		key := rec.Faults[ev.Record].Pool
 		if _, ok := byPool[key]; !ok {
@@ -214,7 +215,10 @@ func (f *faultRunner) write(ctx context.Context, rec *Record, events []FaultEven
 				r.Applied = new(at)
 				ch := f.changes(before, prev, steps[i], r.Node)
 				r.describeChange(ch)
-				r.Hits = hits(ch, claims, jobs, at)
+				if held == nil {
+					held = heldBy(claims)
+				}
+				r.Hits = hits(ch, held, jobs, at)
 				log("%s fault %s: %s on %s of %s (%s, %d devices, %d jobs holding them)", fmtSim(at), r.Source, r.Describe(), r.Where(), r.Pool, r.Taint+r.effectNote(), r.Devices, len(r.Hits))
 			}
 			prev = steps[i]
@@ -246,31 +250,39 @@ func (f *faultRunner) changes(p *simdevice.Pool, before, after []simdevice.Fault
 	return changed(pb, pa)
 }
 
-// hits are the replay's jobs, not ended by at, whose claims hold a device of ch.
-func hits(ch []changedDevice, claims cache.Store, jobs map[string]*JobRecord, at time.Duration) []FaultHit {
-	if claims == nil || len(ch) == 0 {
-		return nil
+// heldBy maps each device the replay's claims hold (deviceKey) to the jobs holding it.
+func heldBy(claims cache.Store) map[string][]string {
+	out := map[string][]string{}
+	if claims == nil {
+		return out
 	}
-	byKey := map[string]changedDevice{}
-	for _, c := range ch {
-		byKey[c.key] = c
-	}
-	var out []FaultHit
 	for _, o := range claims.List() {
 		c := o.(*resourcev1.ResourceClaim)
 		if c.Status.Allocation == nil {
 			continue
 		}
 		job := c.Namespace + "/" + c.Labels[trace.LabelJob]
-		if j := jobs[job]; j == nil || (j.Finished != nil && *j.Finished <= at) {
-			continue
-		}
 		for _, res := range c.Status.Allocation.Devices.Results {
-			if d, ok := byKey[deviceKey(res.Driver, res.Pool, res.Device)]; ok {
-				out = append(out, FaultHit{Job: job, Node: d.node, Device: d.device})
-			}
+			k := deviceKey(res.Driver, res.Pool, res.Device)
+			out[k] = append(out[k], job)
 		}
 	}
-	slices.SortFunc(out, func(a, b FaultHit) int { return strings.Compare(a.Job+a.Node+a.Device, b.Job+b.Node+b.Device) })
+	return out
+}
+
+// hits are the replay's jobs, not ended by at, holding a device of ch (held: heldBy).
+func hits(ch []changedDevice, held map[string][]string, jobs map[string]*JobRecord, at time.Duration) []FaultHit {
+	var out []FaultHit
+	for _, d := range ch {
+		for _, job := range held[d.key] {
+			if j := jobs[job]; j == nil || (j.Finished != nil && *j.Finished <= at) {
+				continue
+			}
+			out = append(out, FaultHit{Job: job, Node: d.node, Device: d.device})
+		}
+	}
+	slices.SortFunc(out, func(a, b FaultHit) int {
+		return strings.Compare(a.Job+"|"+a.Node+"|"+a.Device, b.Job+"|"+b.Node+"|"+b.Device)
+	})
 	return slices.Compact(out)
 }

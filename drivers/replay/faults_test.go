@@ -8,8 +8,10 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
 	"github.com/draforge/draforge/drivers/faultcampaign"
@@ -250,5 +252,24 @@ func TestFaultReport(t *testing.T) {
 	back, err := ReadRecord(dir + "/record.json")
 	if err != nil || len(back.Faults) != 3 || *back.Faults[0].Applied != 61*time.Second || back.Faults[0].Hits[0].Job != "ns/a" {
 		t.Errorf("record.json read back: %+v %v", back, err)
+	}
+}
+
+// The jobs a fault hits are those whose claims hold a changed device and had not ended.
+func TestHits(t *testing.T) {
+	claims := cache.NewStore(cache.MetaNamespaceKeyFunc)
+	claim := func(name, job, device string) *resourcev1.ResourceClaim {
+		return &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", Labels: map[string]string{trace.LabelJob: job}},
+			Status: resourcev1.ResourceClaimStatus{Allocation: &resourcev1.AllocationResult{Devices: resourcev1.DeviceAllocationResult{
+				Results: []resourcev1.DeviceRequestAllocationResult{{Request: "devices", Driver: "d", Pool: "p", Device: device}}}}}}
+	}
+	for _, c := range []*resourcev1.ResourceClaim{claim("a-0", "a", "gpu-0"), claim("b-0", "b", "gpu-1"), claim("c-0", "c", "gpu-0"), {ObjectMeta: metav1.ObjectMeta{Name: "x", Namespace: "ns"}}} {
+		_ = claims.Add(c)
+	}
+	jobs := map[string]*JobRecord{"ns/a": {}, "ns/b": {}, "ns/c": {Finished: at(10 * time.Second)}}
+	ch := []changedDevice{{key: deviceKey("d", "p", "gpu-0"), node: "n", device: "gpu-0"}}
+	got := hits(ch, heldBy(claims), jobs, 20*time.Second)
+	if len(got) != 1 || got[0] != (FaultHit{Job: "ns/a", Node: "n", Device: "gpu-0"}) {
+		t.Errorf("hits %+v, want only a (c ended before the fault, b holds another device)", got)
 	}
 }
