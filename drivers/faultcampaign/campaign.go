@@ -75,10 +75,19 @@ func (c Campaign) Validate() error {
 	return errors.Join(errs...)
 }
 
-// Expand returns the faults the campaign has caused by time at (relative to its time zero) on
-// the given nodes, each with devices physical devices, sorted by node then device index. Nodes
+// Timed is one fault of a campaign with the time it is caused at (relative to the campaign's
+// time zero).
+type Timed struct {
+	simdevice.Fault
+	At time.Duration
+}
+
+// Schedule returns every fault the campaign ever causes on the given nodes, each with devices
+// physical devices, with its time, sorted by node then device index (not by time): Expand at
+// time at is the faults whose time is at most at. A rate campaign without an end (Duration 0)
+// still causes each device's fault once, possibly very late (up to the largest duration). Nodes
 // are deduplicated; an invalid campaign is an error.
-func Expand(c Campaign, nodes []string, devices int, at time.Duration) ([]simdevice.Fault, error) {
+func Schedule(c Campaign, nodes []string, devices int) ([]Timed, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
@@ -88,15 +97,12 @@ func Expand(c Campaign, nodes []string, devices int, at time.Duration) ([]simdev
 	ns := slices.Clone(nodes)
 	slices.Sort(ns)
 	ns = slices.Compact(ns)
-	if at < c.Start || len(ns) == 0 {
-		return nil, nil
-	}
 	perNode := c.Mode == simdevice.FaultGPULost
 	units := len(ns) * devices
 	if perNode {
 		units = len(ns)
 	}
-	var out []simdevice.Fault
+	var out []Timed
 	for _, node := range ns {
 		for i := range devices {
 			idx := i
@@ -106,7 +112,8 @@ func Expand(c Campaign, nodes []string, devices int, at time.Duration) ([]simdev
 				}
 				idx = -1
 			}
-			if !hit(c, simdevice.CampaignDraw(c.Seed, node, idx), units, at) {
+			at, ok := onsetOf(c, simdevice.CampaignDraw(c.Seed, node, idx), units)
+			if !ok {
 				continue
 			}
 			f := simdevice.Fault{Device: intstr.FromInt32(int32(max(idx, 0))), Node: node, Mode: c.Mode}
@@ -114,22 +121,44 @@ func Expand(c Campaign, nodes []string, devices int, at time.Duration) ([]simdev
 				x := *c.XID
 				f.XID = &x
 			}
-			out = append(out, f)
+			out = append(out, Timed{Fault: f, At: at})
 		}
 	}
 	return out, nil
 }
 
-// hit decides one unit (device, or node for gpu-lost) with its draw u among units.
-func hit(c Campaign, u float64, units int, at time.Duration) bool {
+// Expand returns the faults the campaign has caused by time at (relative to its time zero) on
+// the given nodes, each with devices physical devices, sorted by node then device index: the
+// faults of Schedule whose time is at most at. Nodes are deduplicated; an invalid campaign is an
+// error.
+func Expand(c Campaign, nodes []string, devices int, at time.Duration) ([]simdevice.Fault, error) {
+	all, err := Schedule(c, nodes, devices)
+	if err != nil {
+		return nil, err
+	}
+	var out []simdevice.Fault
+	for _, t := range all {
+		if t.At <= at {
+			out = append(out, t.Fault)
+		}
+	}
+	return out, nil
+}
+
+// onsetOf is when one unit (device, or node for gpu-lost) with its draw u among units is hit,
+// relative to the campaign's time zero, and whether it ever is.
+func onsetOf(c Campaign, u float64, units int) (time.Duration, bool) {
 	if c.Fraction != 0 {
-		return u < c.Fraction
+		return c.Start, u < c.Fraction
 	}
 	onset := Onset(u, c.RatePerHour/float64(units))
 	if c.Duration > 0 && onset >= c.Duration {
-		return false
+		return 0, false
 	}
-	return c.Start+onset <= at
+	if onset > math.MaxInt64-c.Start {
+		return math.MaxInt64, true
+	}
+	return c.Start + onset, true
 }
 
 // Onset is the time of a unit's fault after the campaign's start with per-unit hazard perHour

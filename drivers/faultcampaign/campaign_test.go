@@ -176,3 +176,43 @@ func TestValidate(t *testing.T) {
 		t.Error("a huge onset does not saturate")
 	}
 }
+
+// Schedule gives every fault a campaign causes with its time: fraction faults all at the
+// start, rate faults spread over the window, and Expand at any time is those due by then.
+func TestScheduleTimesTheFaultsExpandGives(t *testing.T) {
+	nodes := nodeNames(50)
+	frac := Campaign{Seed: 1, Mode: simdevice.FaultECC, Fraction: 0.1, Start: 10 * time.Minute}
+	fs, err := Schedule(frac, nodes, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fs {
+		if f.At != 10*time.Minute {
+			t.Fatalf("a fraction fault at %s, want the start", f.At)
+		}
+	}
+	rate := Campaign{Seed: 2, Mode: simdevice.FaultXID, XID: ptr.To[int64](79), RatePerHour: 30, Start: time.Hour, Duration: 2 * time.Hour}
+	all, err := Schedule(rate, nodes, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range all {
+		if f.At < time.Hour || f.At >= 3*time.Hour {
+			t.Fatalf("a rate fault at %s, outside the window [1h, 3h)", f.At)
+		}
+	}
+	for _, at := range []time.Duration{0, time.Hour, 90 * time.Minute, 3 * time.Hour} {
+		var due []string
+		for _, f := range all {
+			if f.At <= at {
+				due = append(due, f.Node+"/"+f.Device.String())
+			}
+		}
+		if got := keys(mustExpand(t, rate, nodes, 8, at)); !slices.Equal(got, due) {
+			t.Errorf("at %s: Expand gives %d faults, Schedule %d due", at, len(got), len(due))
+		}
+	}
+	if _, err := Schedule(Campaign{Mode: simdevice.FaultECC}, nodes, 8); err == nil {
+		t.Error("an invalid campaign was scheduled")
+	}
+}

@@ -71,6 +71,16 @@ func DeviceRef(s string) intstr.IntOrString {
 	return intstr.FromString(s)
 }
 
+// Key is the device and node a fault is on, the same for every way of naming the device (an
+// index or a name); "" when the pool has no such device. Faults of one key replace each other.
+func Key(p *simdevice.Pool, f simdevice.Fault) string {
+	t := target(p, f.Device)
+	if t == "" {
+		return ""
+	}
+	return f.Node + "|" + t
+}
+
 // target resolves a device reference to "<group>/<index>" (the implicit group is ""), or "".
 func target(p *simdevice.Pool, d intstr.IntOrString) string {
 	g, i, err := p.Spec.FaultGroup(d)

@@ -119,3 +119,17 @@ func TestMerge(t *testing.T) {
 		t.Fatalf("want the 256-fault limit, got %v", err)
 	}
 }
+
+func TestKey(t *testing.T) {
+	p := pool(simdevice.PoolSpec{DeviceType: "gpu", DeviceCount: 2})
+	a := Key(p, simdevice.Fault{Device: DeviceRef("1"), Node: "node-a"})
+	if a == "" || a != Key(p, simdevice.Fault{Device: DeviceRef("gpu-1"), Node: "node-a", Mode: simdevice.FaultECC}) {
+		t.Errorf("index 1 and gpu-1 on node-a have keys %q and %q", a, Key(p, simdevice.Fault{Device: DeviceRef("gpu-1"), Node: "node-a"}))
+	}
+	if a == Key(p, simdevice.Fault{Device: DeviceRef("1")}) || a == Key(p, simdevice.Fault{Device: DeviceRef("0"), Node: "node-a"}) {
+		t.Error("another node or device has the same key")
+	}
+	if Key(p, simdevice.Fault{Device: DeviceRef("gpu-2")}) != "" {
+		t.Error("a device the pool lacks has a key")
+	}
+}

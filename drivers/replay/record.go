@@ -26,7 +26,10 @@ type Record struct {
 	Devices map[string]int `json:"devices"`
 	Jobs    []JobRecord    `json:"jobs"`
 	Samples []Sample       `json:"samples"`
-	// Ended says why the replay stopped: "complete" or "deadline".
+	// Faults are the faults the trace set on SimulatedDevicePools, one per device (faults.go),
+	// in the trace's order.
+	Faults []FaultRecord `json:"faults,omitempty"`
+	// Ended says why the replay stopped: "complete", "deadline" or "stuck: ...".
 	Ended string `json:"ended"`
 }
 
@@ -76,6 +79,11 @@ type Sample struct {
 	Fragmented int    `json:"fragmented,omitempty"`
 	Blocked    string `json:"blocked,omitempty"`
 	Reason     string `json:"reason,omitempty"`
+	// Unavailable are the published devices with a NoSchedule or NoExecute taint, and those
+	// gone from the nodes' slices since the replay began: new claims cannot get them. Free
+	// counts none of them. Faults are the trace's faults in effect.
+	Unavailable int `json:"unavailable,omitempty"`
+	Faults      int `json:"faults,omitempty"`
 }
 
 // pendingPod is a pod of the replay not bound yet: its job, the devices it asks for and

@@ -17,7 +17,7 @@ import (
 )
 
 // WriteFiles writes a record into dir: record.json (the record and its summary), jobs.csv,
-// samples.csv and report.html.
+// samples.csv, faults.csv (when the trace set faults) and report.html.
 func WriteFiles(dir string, r *Record) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -33,7 +33,11 @@ func WriteFiles(dir string, r *Record) error {
 		}
 		return f.Close()
 	}
-	return errors.Join(
+	var faults error
+	if len(r.Faults) > 0 {
+		faults = write("faults.csv", func(w io.Writer) error { return WriteFaultsCSV(w, r) })
+	}
+	return errors.Join(faults,
 		write("record.json", func(w io.Writer) error { return WriteJSON(w, r) }),
 		write("jobs.csv", func(w io.Writer) error { return WriteJobsCSV(w, r) }),
 		write("samples.csv", func(w io.Writer) error { return WriteSamplesCSV(w, r) }),
@@ -94,7 +98,7 @@ func WriteJobsCSV(w io.Writer, r *Record) error {
 func WriteSamplesCSV(w io.Writer, r *Record) error {
 	c := csv.NewWriter(w)
 	groups, classes := r.Groups(), r.Classes()
-	head := []string{"t_s", "pending", "running", "free", "largest_free_on_a_node", "fragmented", "blocked_job"}
+	head := []string{"t_s", "pending", "running", "free", "largest_free_on_a_node", "fragmented", "blocked_job", "unavailable", "faults"}
 	for _, g := range groups {
 		head = append(head, "allocated_group_"+g)
 	}
@@ -104,7 +108,7 @@ func WriteSamplesCSV(w io.Writer, r *Record) error {
 	_ = c.Write(head)
 	for _, s := range r.Samples {
 		row := []string{secs(&s.T), strconv.Itoa(s.Pending), strconv.Itoa(s.Running), strconv.Itoa(s.Free),
-			strconv.Itoa(s.LargestFree), strconv.Itoa(s.Fragmented), s.Blocked}
+			strconv.Itoa(s.LargestFree), strconv.Itoa(s.Fragmented), s.Blocked, strconv.Itoa(s.Unavailable), strconv.Itoa(s.Faults)}
 		for _, g := range groups {
 			row = append(row, strconv.Itoa(s.AllocatedByGroup[g]))
 		}
@@ -112,6 +116,23 @@ func WriteSamplesCSV(w io.Writer, r *Record) error {
 			row = append(row, strconv.Itoa(s.AllocatedByClass[cl]))
 		}
 		_ = c.Write(row)
+	}
+	c.Flush()
+	return c.Error()
+}
+
+// WriteFaultsCSV writes one row per fault the trace set: its times (simulated seconds), where,
+// what it published and the jobs holding its devices then (namespace/name, space-separated).
+func WriteFaultsCSV(w io.Writer, r *Record) error {
+	c := csv.NewWriter(w)
+	_ = c.Write([]string{"source", "pool", "node", "device", "mode", "xid", "due_s", "applied_s", "clear_due_s", "cleared_s", "taint", "effect", "devices", "jobs_hit", "error"})
+	for _, f := range r.Faults {
+		var jobs []string
+		for _, h := range f.Hits {
+			jobs = append(jobs, h.Job)
+		}
+		_ = c.Write([]string{f.Source, f.Pool, f.Node, f.Device, string(f.Mode), fmtXID(f), secs(&f.Due), secs(f.Applied), secs(f.ClearDue), secs(f.Cleared),
+			f.Taint, f.Effect, strconv.Itoa(f.Devices), strings.Join(slices.Compact(jobs), " "), f.Error})
 	}
 	c.Flush()
 	return c.Error()
@@ -169,9 +190,21 @@ type view struct {
 	S            Summary
 	Utilization  template.HTML
 	Pending      template.HTML
+	Unavailable  template.HTML
+	Faults       []faultRow
+	MoreFaults   int
 	Queues, Size []pctRow
 	Groups       []groupRow
 }
+
+// faultRow is one fault in the page's timeline.
+type faultRow struct {
+	Due, Applied, Cleared string
+	FaultRecord
+}
+
+// maxFaultRows bounds the page's fault timeline; faults.csv has them all.
+const maxFaultRows = 200
 
 type pctRow struct {
 	Name          string
@@ -232,6 +265,27 @@ func newView(r *Record) view {
 		buckets = append(buckets, b.name)
 	}
 	v.Size = rows(s.BySize, buckets, sizeLabel)
+	if len(r.Faults) > 0 {
+		un, act := series{Name: "devices unavailable"}, series{Name: "faults of the trace in effect"}
+		for _, sm := range r.Samples {
+			un.Points = append(un.Points, [2]float64{sm.T.Seconds(), float64(sm.Unavailable)})
+			act.Points = append(act.Points, [2]float64{sm.T.Seconds(), float64(sm.Faults)})
+		}
+		v.Unavailable = lineChart("Devices unavailable (NoSchedule/NoExecute taint or removed) and faults in effect", "count", []series{un, act}, 0)
+		simTime := func(d *time.Duration) string {
+			if d == nil {
+				return "–"
+			}
+			return "t+" + d.Round(time.Second).String()
+		}
+		for i, f := range r.Faults {
+			if i == maxFaultRows {
+				v.MoreFaults = len(r.Faults) - i
+				break
+			}
+			v.Faults = append(v.Faults, faultRow{Due: simTime(&f.Due), Applied: simTime(f.Applied), Cleared: simTime(f.Cleared), FaultRecord: f})
+		}
+	}
 	return v
 }
 
@@ -272,9 +326,14 @@ td,th{border:1px solid #ddd;padding:3px 8px;text-align:left}
 </style></head><body>
 <h1>DRAForge replay report</h1>
 {{with .Compare}}<p class="compare" id="comparison">Compared: {{.Jobs}} jobs started in both runs; same start order: <b>{{.SameOrder}}</b>;
-wait difference per job: max <b>{{dur .MaxWaitDiff}}</b>{{if .Worst}} ({{.Worst}}){{end}}, mean {{dur .MeanWaitDiff}} (simulated time).</p>{{end}}
+wait difference per job: max <b>{{dur .MaxWaitDiff}}</b>{{if .Worst}} ({{.Worst}}){{end}}, mean {{dur .MeanWaitDiff}} (simulated time).</p>
+{{with .Faults}}<table class="compare-faults"><tr><th></th><th>first run</th><th>second run</th></tr>
+<tr><td>faults applied</td><td>{{(index . 0).Applied}}</td><td>{{(index . 1).Applied}}</td></tr>
+<tr><td>faults cleared</td><td>{{(index . 0).Cleared}}</td><td>{{(index . 1).Cleared}}</td></tr>
+<tr><td>jobs holding a faulted device</td><td>{{(index . 0).JobsHit}}</td><td>{{(index . 1).JobsHit}}</td></tr>
+<tr><td>jobs waiting while devices were unavailable</td><td>{{(index . 0).Delayed}}</td><td>{{(index . 1).Delayed}}</td></tr></table>{{end}}{{end}}
 <div class="runs">
-{{range .Views}}<section class="run" data-run="{{.R.Run}}">
+{{range .Views}}{{$v := .}}<section class="run" data-run="{{.R.Run}}">
 <h2>{{.R.Trace}} at {{.R.Speed}}×</h2>
 <p>Run {{.R.Run}}: {{dur .R.Simulated}} simulated in {{dur .R.Wall}} wall; ended: {{.R.Ended}}.
 {{.S.Jobs}} jobs, {{.S.Started}} started, {{.S.Finished}} finished{{if .S.Failed}}, {{.S.Failed}} failed{{end}}; peak pending pods {{.S.PeakPending}}.</p>
@@ -295,6 +354,23 @@ kube-scheduler: <i>{{.Worst.Reason}}</i></p>{{else}}<p>None: no pending pod ever
 <h3>Wait by job size</h3>
 <table><tr><th>size</th><th>jobs</th><th>p50</th><th>p90</th><th>p99</th></tr>
 {{range .Size}}<tr><td>{{.Name}}</td><td>{{.N}}</td><td>{{.P50}}</td><td>{{.P90}}</td><td>{{.P99}}</td></tr>{{end}}</table>
+{{with .S.Faults}}<section class="faults" id="faults"><h3>Faults</h3>
+<p>{{.Faults}} faults (one per device) set by the trace: {{.Applied}} applied, {{.Cleared}} cleared by the trace{{if .Failed}}, <b>{{.Failed}} could not be written</b>{{end}}{{if .NotApplied}}, {{.NotApplied}} due after the replay ended{{end}}.
+By mode: {{range $m, $n := .ByMode}}{{$m}} {{$n}}; {{end}}by effect: {{range $e, $n := .ByEffect}}{{$e}} {{$n}}; {{end}}at most {{.PeakUnavailable}} devices unavailable at once.
+Faults the trace does not clear are removed when the replay ends (not with --keep).</p>
+{{$v.Unavailable}}
+<h4>Jobs holding a device when a fault hit it</h4>
+{{if .Hit}}<table class="hit"><tr><th>job</th><th>at</th><th>fault</th><th>device</th><th>taint</th><th>expected</th><th>what happened</th></tr>
+{{range .Hit}}<tr><td>{{.Job}}</td><td>t+{{dur .At}}</td><td>{{.Source}}: {{.Fault}}</td><td>{{.Where}}</td><td>{{.Taint}}</td><td>{{.Expected}}</td><td>{{.Outcome}}</td></tr>{{end}}</table>{{else}}<p>None: no job of the replay held a device when a fault changed it.</p>{{end}}
+<h4>Jobs that waited while devices were unavailable</h4>
+{{if .Delayed}}<table class="delayed"><tr><th>job</th><th>wait</th><th>of it while devices were unavailable</th><th>started</th></tr>
+{{range .Delayed}}<tr><td>{{.Job}}</td><td>{{dur .Wait}}</td><td>{{dur .Unavailable}}</td><td>{{.Started}}</td></tr>{{end}}</table>
+<p>Overlap, not cause: a job listed here waited while some devices were tainted or removed; kube-scheduler's reason for it is in jobs.csv.</p>{{else}}<p>None.</p>{{end}}
+<h4>Timeline</h4>
+<table class="timeline"><tr><th>due</th><th>applied</th><th>cleared</th><th>source</th><th>pool</th><th>node</th><th>device</th><th>fault</th><th>taint (effect)</th><th>devices</th><th>jobs holding them</th></tr>
+{{range $v.Faults}}<tr><td>{{.Due}}</td><td>{{.Applied}}</td><td>{{.Cleared}}</td><td>{{.Source}}</td><td>{{.Pool}}</td><td>{{or .Node "every node"}}</td><td>{{.Device}}</td><td>{{.Describe}}</td><td>{{.Taint}}{{if eq .Effect "removed"}}removed{{end}}{{if .Error}} <b>error: {{.Error}}</b>{{end}}</td><td>{{.Devices}}</td><td>{{len .Hits}}</td></tr>{{end}}</table>
+{{if $v.MoreFaults}}<p>…and {{$v.MoreFaults}} more in faults.csv.</p>{{end}}
+</section>{{end}}
 <h3>Jobs that never started</h3>
 {{if .S.NeverStarted}}<table class="never"><tr><th>job</th><th>devices</th><th>first reason</th></tr>
 {{range .S.NeverStarted}}<tr><td>{{.Job}}</td><td>{{.Size}}</td><td>{{.Reason}}</td></tr>{{end}}</table>{{else}}<p>None.</p>{{end}}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -34,8 +36,11 @@ type Options struct {
 	Tick time.Duration
 	// Keep leaves the replay's Jobs, templates and PodGroups in the cluster.
 	Keep bool
-	// Log, when set, gets a line per job submitted, started and finished.
+	// Log, when set, gets a line per job submitted, started and finished, and per fault set
+	// and cleared.
 	Log func(format string, args ...any)
+	// Dynamic writes SimulatedDevicePools: needed when the trace sets faults.
+	Dynamic dynamic.Interface
 }
 
 // Run replays t on the cluster and returns its record. The run id (LabelRun) is derived from
@@ -57,6 +62,10 @@ func Run(ctx context.Context, kube kubernetes.Interface, t *trace.Trace, o Optio
 	if err != nil {
 		return nil, err
 	}
+	faults, faultRecs, err := prepareFaults(ctx, kube, o.Dynamic, t)
+	if err != nil {
+		return nil, err
+	}
 	for _, ns := range t.Namespaces() {
 		_, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
 		if err != nil && !apierrors.IsAlreadyExists(err) {
@@ -75,7 +84,7 @@ func Run(ctx context.Context, kube kubernetes.Interface, t *trace.Trace, o Optio
 	}
 	defer w.stop()
 
-	rec := &Record{Trace: t.Name, Run: run, Speed: o.Speed, GroupBy: o.GroupBy, Devices: devices}
+	rec := &Record{Trace: t.Name, Run: run, Speed: o.Speed, GroupBy: o.GroupBy, Devices: devices, Faults: faultRecs}
 	rec.Jobs = make([]JobRecord, len(t.Jobs))
 	for i, j := range t.Jobs {
 		rec.Jobs[i].Job = j
@@ -94,9 +103,13 @@ func Run(ctx context.Context, kube kubernetes.Interface, t *trace.Trace, o Optio
 	defer func() {
 		if !o.Keep {
 			cleanup(context.WithoutCancel(ctx), kube, created)
+			faults.restore(context.WithoutCancel(ctx), rec, o.Log)
 		}
 	}()
+	elapsed := func(at time.Duration) bool { return trace.Compress(at, o.Speed) <= time.Since(start) }
+	simNow := func() time.Duration { return sim(time.Now()) }
 	for {
+		faults.apply(ctx, rec, elapsed, simNow, w.claims.GetStore(), o.Log)
 		now := time.Now()
 		first := next
 		for next < len(t.Jobs) && trace.Compress(t.Jobs[next].Arrival, o.Speed) <= now.Sub(start) {
@@ -113,13 +126,15 @@ func Run(ctx context.Context, kube kubernetes.Interface, t *trace.Trace, o Optio
 		}
 		done := w.update(rec, sim, o.Log)
 		sample := w.sample(sim(now), groups, nodeDevices, perPod)
+		sample.Faults = active(rec)
 		rec.Samples = append(rec.Samples, sample)
 		if next == len(t.Jobs) {
 			if done {
 				rec.Ended = "complete"
 				break
 			}
-			if n := stuck(rec, sample); n == 0 {
+			// Not stuck while a fault in effect will be cleared: that gives devices back.
+			if n := stuck(rec, sample); n == 0 || faults.pendingClear(rec) {
 				stuckSince = time.Time{}
 			} else if stuckSince.IsZero() {
 				stuckSince = now
@@ -133,6 +148,9 @@ func Run(ctx context.Context, kube kubernetes.Interface, t *trace.Trace, o Optio
 		wait := o.Tick
 		if next < len(t.Jobs) {
 			wait = min(wait, trace.Compress(t.Jobs[next].Arrival, o.Speed)-time.Since(start))
+		}
+		if at, ok := faults.nextAt(); ok {
+			wait = min(wait, trace.Compress(at, o.Speed)-time.Since(start))
 		}
 		wake.Reset(max(wait, 0))
 		select {
@@ -298,7 +316,10 @@ type watcher struct {
 	pods    cache.SharedIndexInformer
 	jobs    cache.SharedIndexInformer
 	claims  cache.SharedIndexInformer
-	cancel  context.CancelFunc
+	// slices are every ResourceSlice (another factory: they are not the replay's).
+	sliceFactory informers.SharedInformerFactory
+	slices       cache.SharedIndexInformer
+	cancel       context.CancelFunc
 
 	mu      sync.Mutex
 	bound   map[string]time.Time // pod namespace/name → when it was first seen on a node
@@ -313,6 +334,8 @@ func newWatcher(kube kubernetes.Interface, run string, durations map[string]time
 	}))
 	w := &watcher{factory: f, pods: f.Core().V1().Pods().Informer(), jobs: f.Batch().V1().Jobs().Informer(),
 		claims: f.Resource().V1().ResourceClaims().Informer(), bound: map[string]time.Time{}, ended: map[string]time.Time{}, started: map[string]bool{}}
+	w.sliceFactory = informers.NewSharedInformerFactory(kube, 0)
+	w.slices = w.sliceFactory.Resource().V1().ResourceSlices().Informer()
 	first := func(m map[string]time.Time, key string, now time.Time) {
 		if _, seen := m[key]; !seen {
 			m[key] = now
@@ -358,10 +381,12 @@ func newWatcher(kube kubernetes.Interface, run string, durations map[string]time
 
 func (w *watcher) start(ctx context.Context) error {
 	ctx, w.cancel = context.WithCancel(ctx)
-	w.factory.Start(ctx.Done())
-	for typ, ok := range w.factory.WaitForCacheSync(ctx.Done()) {
-		if !ok {
-			return fmt.Errorf("watch %v: cache did not sync", typ)
+	for _, f := range []informers.SharedInformerFactory{w.factory, w.sliceFactory} {
+		f.Start(ctx.Done())
+		for typ, ok := range f.WaitForCacheSync(ctx.Done()) {
+			if !ok {
+				return fmt.Errorf("watch %v: cache did not sync", typ)
+			}
 		}
 	}
 	return nil
@@ -370,6 +395,7 @@ func (w *watcher) start(ctx context.Context) error {
 func (w *watcher) stop() {
 	w.cancel()
 	w.factory.Shutdown()
+	w.sliceFactory.Shutdown()
 }
 
 // update records what happened to each job since the last call and reports whether every
@@ -468,7 +494,7 @@ func unschedulable(pods []*corev1.Pod) string {
 // of a job asks for.
 func (w *watcher) sample(t time.Duration, groups map[string]string, nodeDevices, perPod map[string]int) Sample {
 	s := Sample{T: t, AllocatedByGroup: map[string]int{}, AllocatedByClass: map[string]int{}}
-	held := map[string]int{}
+	heldDevices := map[string]bool{}     // deviceKey of the devices the replay's claims hold
 	allocatedFor := map[types.UID]bool{} // pods whose claim is allocated: being bound, not blocked
 	for _, o := range w.claims.GetStore().List() {
 		c := o.(*resourcev1.ResourceClaim)
@@ -498,10 +524,11 @@ func (w *watcher) sample(t time.Duration, groups map[string]string, nodeDevices,
 			s.AllocatedByGroup[g]++
 			s.AllocatedByClass[class[r.Request]]++
 			if node != "" {
-				held[node]++
+				heldDevices[deviceKey(r.Driver, r.Pool, r.Device)] = true
 			}
 		}
 	}
+	usable, held := w.usable(&s, nodeDevices, heldDevices)
 	var pending []pendingPod
 	for _, o := range w.pods.GetStore().List() {
 		p := o.(*corev1.Pod)
@@ -518,6 +545,42 @@ func (w *watcher) sample(t time.Duration, groups map[string]string, nodeDevices,
 			s.Running++
 		}
 	}
-	s.fragmentation(nodeDevices, held, pending)
+	s.fragmentation(usable, held, pending)
 	return s
+}
+
+// usable counts per node the published devices new claims can get (no NoSchedule or NoExecute
+// taint) and those of them the replay's claims hold (heldDevices), and sets s.Unavailable: the
+// tainted devices and those gone since the start (nodeDevices, the devices per node then).
+func (w *watcher) usable(s *Sample, nodeDevices map[string]int, heldDevices map[string]bool) (usable, held map[string]int) {
+	usable, held = map[string]int{}, map[string]int{}
+	now := map[string]int{}
+	for _, o := range w.slices.GetStore().List() {
+		sl := o.(*resourcev1.ResourceSlice)
+		for _, d := range sl.Spec.Devices {
+			node := sl.Spec.NodeName
+			if d.NodeName != nil {
+				node = d.NodeName
+			}
+			if node == nil {
+				continue
+			}
+			now[*node]++
+			if slices.ContainsFunc(d.Taints, blockingTaint) {
+				s.Unavailable++
+				continue
+			}
+			usable[*node]++
+			if heldDevices[deviceKey(sl.Spec.Driver, sl.Spec.Pool.Name, d.Name)] {
+				held[*node]++
+			}
+		}
+	}
+	for n, d := range nodeDevices {
+		s.Unavailable += max(d-now[n], 0)
+		if _, ok := usable[n]; !ok {
+			usable[n] = 0
+		}
+	}
+	return usable, held
 }

@@ -6,6 +6,8 @@ import (
 	"math"
 	"slices"
 	"time"
+
+	resourcev1 "k8s.io/api/resource/v1"
 )
 
 // Percentiles of a set of waits (nearest rank), with how many there were.
@@ -50,6 +52,145 @@ type Summary struct {
 	IdleWhilePending map[string]float64 `json:"idleWhilePending"`
 	PeakPending      int                `json:"peakPending"`
 	Fragmentation    Fragmentation      `json:"fragmentation"`
+	// Faults is what the trace's faults did (nil without faults).
+	Faults *FaultSummary `json:"faults,omitempty"`
+}
+
+// FaultSummary is what a replay's faults did.
+type FaultSummary struct {
+	// Faults is every fault the trace expanded to (one per device); Applied were written,
+	// Cleared removed again by the trace, Failed could not be written, NotApplied were due after
+	// the replay ended.
+	Faults     int `json:"faults"`
+	Applied    int `json:"applied"`
+	Cleared    int `json:"cleared"`
+	Failed     int `json:"failed"`
+	NotApplied int `json:"notApplied"`
+	// ByMode counts the applied faults by mode (with the XID), ByEffect by the effect of the
+	// taint they published ("removed": devices taken out of their slices).
+	ByMode   map[string]int `json:"byMode"`
+	ByEffect map[string]int `json:"byEffect"`
+	// PeakUnavailable is the most devices unavailable at once (Sample.Unavailable).
+	PeakUnavailable int `json:"peakUnavailable"`
+	// Hit are the jobs whose claims held a device when a fault changed it, and what became of
+	// them; Delayed the jobs that waited while devices were unavailable.
+	Hit     []HitJob     `json:"hit"`
+	Delayed []DelayedJob `json:"delayed"`
+}
+
+// HitJob is a job holding a device when a fault changed it.
+type HitJob struct {
+	Job    string        `json:"job"`
+	At     time.Duration `json:"at"`
+	Source string        `json:"source"`
+	Fault  string        `json:"fault"`
+	Where  string        `json:"where"`
+	Taint  string        `json:"taint,omitempty"`
+	Effect string        `json:"effect,omitempty"`
+	// Expected is what the effect does to a running pod; Outcome what happened to the job.
+	Expected string `json:"expected"`
+	Outcome  string `json:"outcome"`
+}
+
+// DelayedJob is a job that waited while devices were unavailable: Wait from its arrival to its
+// start (or to the replay's end when it never started), Unavailable the part of it during
+// which some device was (the samples' Unavailable), an overlap, not a cause.
+type DelayedJob struct {
+	Job         string        `json:"job"`
+	Started     bool          `json:"started"`
+	Wait        time.Duration `json:"wait"`
+	Unavailable time.Duration `json:"unavailable"`
+}
+
+// expected says what a taint effect does to a pod already running on the device.
+func expected(effect string) string {
+	switch effect {
+	case string(resourcev1.DeviceTaintEffectNoExecute):
+		return "evicted: NoExecute evicts pods using the device"
+	case string(resourcev1.DeviceTaintEffectNoSchedule):
+		return "keeps running: NoSchedule only keeps new claims off the device"
+	case string(resourcev1.DeviceTaintEffectNone):
+		return "keeps running: effect None is informational"
+	case EffectRemoved:
+		return "keeps running: a removed device stays allocated to its claim"
+	}
+	return "keeps running"
+}
+
+// outcome says what became of a job after time at.
+func outcome(j *JobRecord) string {
+	switch {
+	case j == nil:
+		return "unknown job"
+	case j.Failed:
+		return "failed"
+	case j.Finished != nil:
+		return "finished"
+	}
+	return "running when the replay ended"
+}
+
+func summarizeFaults(r *Record) *FaultSummary {
+	if len(r.Faults) == 0 {
+		return nil
+	}
+	f := &FaultSummary{Faults: len(r.Faults), ByMode: map[string]int{}, ByEffect: map[string]int{}, Hit: []HitJob{}, Delayed: []DelayedJob{}}
+	jobs := map[string]*JobRecord{}
+	for i := range r.Jobs {
+		jobs[r.Jobs[i].Key()] = &r.Jobs[i]
+	}
+	for _, fr := range r.Faults {
+		switch {
+		case fr.Applied != nil:
+			f.Applied++
+			f.ByMode[fr.Describe()]++
+			f.ByEffect[cmp.Or(fr.Effect, "no change")]++
+		case fr.Error != "":
+			f.Failed++
+		default:
+			f.NotApplied++
+		}
+		if fr.Cleared != nil {
+			f.Cleared++
+		}
+		if fr.Applied == nil {
+			continue
+		}
+		for _, h := range fr.Hits {
+			f.Hit = append(f.Hit, HitJob{Job: h.Job, At: *fr.Applied, Source: fr.Source, Fault: fr.Describe(), Where: h.Node + " " + h.Device,
+				Taint: fr.Taint, Effect: fr.Effect, Expected: expected(fr.Effect), Outcome: outcome(jobs[h.Job])})
+		}
+	}
+	slices.SortStableFunc(f.Hit, func(a, b HitJob) int { return cmp.Or(cmp.Compare(a.At, b.At), cmp.Compare(a.Job, b.Job)) })
+	for _, s := range r.Samples {
+		f.PeakUnavailable = max(f.PeakUnavailable, s.Unavailable)
+	}
+	for _, j := range r.Jobs {
+		if j.Submitted == nil {
+			continue
+		}
+		end := r.Simulated
+		if j.Started != nil {
+			end = *j.Started
+		}
+		var during time.Duration
+		for i, s := range r.Samples {
+			if s.Unavailable == 0 || i+1 == len(r.Samples) {
+				continue
+			}
+			from, to := max(s.T, j.Arrival), min(r.Samples[i+1].T, end)
+			if to > from {
+				during += to - from
+			}
+		}
+		if during > 0 {
+			f.Delayed = append(f.Delayed, DelayedJob{Job: j.Key(), Started: j.Started != nil, Wait: max(end-j.Arrival, 0), Unavailable: during})
+		}
+	}
+	slices.SortStableFunc(f.Delayed, func(a, b DelayedJob) int {
+		return cmp.Or(cmp.Compare(b.Unavailable, a.Unavailable), cmp.Compare(a.Job, b.Job))
+	})
+	return f
 }
 
 // Fragmentation is how often, and how badly, free devices were split across nodes while pods
@@ -145,6 +286,7 @@ func Summarize(r *Record) Summary {
 	if s.Fragmentation.Samples > 0 {
 		s.Fragmentation.MeanFree /= float64(s.Fragmentation.Samples)
 	}
+	s.Faults = summarizeFaults(r)
 	for g := range r.Devices {
 		if len(r.Samples) > 0 {
 			s.Utilization[g] /= float64(len(r.Samples))
@@ -183,6 +325,29 @@ type Comparison struct {
 	MeanWaitDiff time.Duration `json:"meanWaitDiff"`
 	// Worst is the job with the largest difference.
 	Worst string `json:"worst,omitempty"`
+	// Faults are the two runs' fault counts, side by side (nil when neither set faults).
+	Faults *[2]FaultCounts `json:"faults,omitempty"`
+}
+
+// FaultCounts are one run's faults applied and cleared, the jobs holding a device a fault hit
+// (each counted once) and the jobs that waited while devices were unavailable.
+type FaultCounts struct {
+	Applied int `json:"applied"`
+	Cleared int `json:"cleared"`
+	JobsHit int `json:"jobsHit"`
+	Delayed int `json:"delayed"`
+}
+
+func faultCounts(r *Record) FaultCounts {
+	f := summarizeFaults(r)
+	if f == nil {
+		return FaultCounts{}
+	}
+	hit := map[string]bool{}
+	for _, h := range f.Hit {
+		hit[h.Job] = true
+	}
+	return FaultCounts{Applied: f.Applied, Cleared: f.Cleared, JobsHit: len(hit), Delayed: len(f.Delayed)}
 }
 
 // Compare compares two records of one trace.
@@ -215,6 +380,9 @@ func Compare(a, b *Record) Comparison {
 		if d >= c.MaxWaitDiff {
 			c.MaxWaitDiff, c.Worst = d, j.Key()
 		}
+	}
+	if len(a.Faults) > 0 || len(b.Faults) > 0 {
+		c.Faults = &[2]FaultCounts{faultCounts(a), faultCounts(b)}
 	}
 	c.Jobs = len(both)
 	if c.Jobs > 0 {

@@ -107,7 +107,7 @@ func TestReportFiles(t *testing.T) {
 	if err := WriteSamplesCSV(&samples, r); err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Split(samples.String(), "\n")[0]; got != "t_s,pending,running,free,largest_free_on_a_node,fragmented,blocked_job,allocated_group_r1,allocated_group_r2,allocated_class_gpu" {
+	if got := strings.Split(samples.String(), "\n")[0]; got != "t_s,pending,running,free,largest_free_on_a_node,fragmented,blocked_job,unavailable,faults,allocated_group_r1,allocated_group_r2,allocated_class_gpu" {
 		t.Errorf("samples.csv header %q", got)
 	}
 	dir := t.TempDir()

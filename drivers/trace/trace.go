@@ -15,10 +15,13 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
+	"github.com/draforge/draforge/drivers/faultcampaign"
 	"github.com/draforge/draforge/drivers/scenario"
+	"github.com/draforge/draforge/drivers/simdevice"
 	"github.com/draforge/draforge/schemas"
 )
 
@@ -39,6 +42,55 @@ const (
 type Trace struct {
 	Name string `json:"name"`
 	Jobs []Job  `json:"jobs"` // sorted by arrival, then name
+	// Faults and Campaigns are what the replay sets on SimulatedDevicePools, in file order.
+	Faults    []Fault         `json:"faults,omitempty"`
+	Campaigns []FaultCampaign `json:"faultCampaigns,omitempty"`
+}
+
+// FaultTiming is where a fault of a trace applies (a SimulatedDevicePool), when it is set and
+// when it is removed.
+type FaultTiming struct {
+	// Source is where the trace says so: "spec.faults.3" or "spec.faultCampaigns.0".
+	Source        string `json:"source"`
+	Pool          string `json:"pool"`
+	PoolNamespace string `json:"poolNamespace"`
+	// At is when the fault is set (a campaign starts), from the trace's start.
+	At time.Duration `json:"at"`
+	// Clear is when it is removed, from the trace's start; RecoverAfter how long after each
+	// fault is set it is removed. Neither: it stays until the replay ends.
+	Clear        *time.Duration `json:"clear,omitempty"`
+	RecoverAfter time.Duration  `json:"recoverAfter,omitempty"`
+}
+
+// PoolKey is the pool's namespace/name.
+func (f FaultTiming) PoolKey() string { return f.PoolNamespace + "/" + f.Pool }
+
+// ClearAt is when a fault of it set at set is removed, and whether it ever is.
+func (f FaultTiming) ClearAt(set time.Duration) (time.Duration, bool) {
+	switch {
+	case f.Clear != nil:
+		return max(*f.Clear, set), true
+	case f.RecoverAfter > 0:
+		return set + f.RecoverAfter, true
+	}
+	return 0, false
+}
+
+// Fault is one fault a trace sets: Mode (XID for mode xid) on each of Devices (an index or a
+// name), on Node or on every node the pool targets ("").
+type Fault struct {
+	FaultTiming
+	Node    string               `json:"node,omitempty"`
+	Devices []intstr.IntOrString `json:"devices"`
+	Mode    simdevice.FaultMode  `json:"mode"`
+	XID     *int64               `json:"xid,omitempty"`
+}
+
+// FaultCampaign is a seeded fault campaign over the nodes the pool targets; its Start is the
+// timing's At.
+type FaultCampaign struct {
+	FaultTiming
+	Campaign faultcampaign.Campaign `json:"campaign"`
 }
 
 // Job is one job of a trace, with the trace's defaults applied.
@@ -88,7 +140,54 @@ type document struct {
 			Queue             string `json:"queue"`
 			PriorityClassName string `json:"priorityClassName"`
 		} `json:"jobs"`
+		Faults []struct {
+			timing
+			Device  *intstr.IntOrString  `json:"device"`
+			Devices []intstr.IntOrString `json:"devices"`
+			Node    string               `json:"node"`
+			Mode    simdevice.FaultMode  `json:"mode"`
+			XID     *int64               `json:"xid"`
+		} `json:"faults"`
+		FaultCampaigns []struct {
+			timing
+			Seed        int64               `json:"seed"`
+			Mode        simdevice.FaultMode `json:"mode"`
+			XID         *int64              `json:"xid"`
+			Fraction    float64             `json:"fraction"`
+			RatePerHour float64             `json:"ratePerHour"`
+			Duration    string              `json:"duration"`
+		} `json:"faultCampaigns"`
 	} `json:"spec"`
+}
+
+type timing struct {
+	Pool          string `json:"pool"`
+	PoolNamespace string `json:"poolNamespace"`
+	At            string `json:"at"`
+	Clear         string `json:"clear"`
+	RecoverAfter  string `json:"recoverAfter"`
+}
+
+// decode parses the timing (the schema checked its grammar, Go's) of the fault at source.
+func (t timing) decode(source, namespace string) (FaultTiming, error) {
+	ft := FaultTiming{Source: source, Pool: t.Pool, PoolNamespace: cmp.Or(t.PoolNamespace, namespace)}
+	var err error
+	if ft.At, err = time.ParseDuration(t.At); err != nil {
+		return ft, err
+	}
+	if t.Clear != "" {
+		c, err := time.ParseDuration(t.Clear)
+		if err != nil {
+			return ft, err
+		}
+		ft.Clear = &c
+	}
+	if t.RecoverAfter != "" {
+		if ft.RecoverAfter, err = time.ParseDuration(t.RecoverAfter); err != nil {
+			return ft, err
+		}
+	}
+	return ft, nil
 }
 
 // Decode vets src against #WorkloadTrace (every problem at its file:line:col, a *VetError)
@@ -116,6 +215,36 @@ func Decode(filename string, src []byte) (*Trace, error) {
 		})
 	}
 	slices.SortStableFunc(t.Jobs, func(a, b Job) int { return cmp.Or(cmp.Compare(a.Arrival, b.Arrival), cmp.Compare(a.Key(), b.Key())) })
+	for i, f := range d.Spec.Faults {
+		source := fmt.Sprintf("spec.faults.%d", i)
+		ft, err := f.decode(source, ns)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %s: %w", filename, source, err)
+		}
+		devices := f.Devices
+		if f.Device != nil {
+			devices = []intstr.IntOrString{*f.Device}
+		}
+		t.Faults = append(t.Faults, Fault{FaultTiming: ft, Node: f.Node, Devices: devices, Mode: f.Mode, XID: f.XID})
+	}
+	for i, c := range d.Spec.FaultCampaigns {
+		source := fmt.Sprintf("spec.faultCampaigns.%d", i)
+		ft, err := c.decode(source, ns)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %s: %w", filename, source, err)
+		}
+		fc := FaultCampaign{FaultTiming: ft, Campaign: faultcampaign.Campaign{Seed: c.Seed, Mode: c.Mode, XID: c.XID,
+			Fraction: c.Fraction, RatePerHour: c.RatePerHour, Start: ft.At}}
+		if c.Duration != "" {
+			if fc.Campaign.Duration, err = time.ParseDuration(c.Duration); err != nil {
+				return nil, fmt.Errorf("%s: %s: %w", filename, source, err)
+			}
+		}
+		if err := fc.Campaign.Validate(); err != nil { // the schema's rules, once more
+			return nil, fmt.Errorf("%s: %s: %w", filename, source, err)
+		}
+		t.Campaigns = append(t.Campaigns, fc)
+	}
 	return t, nil
 }
 
@@ -128,6 +257,9 @@ func (t *Trace) Namespaces() []string {
 	slices.Sort(out)
 	return slices.Compact(out)
 }
+
+// HasFaults reports whether the trace sets faults.
+func (t *Trace) HasFaults() bool { return len(t.Faults) > 0 || len(t.Campaigns) > 0 }
 
 // Span is the trace's simulated length: the last arrival plus its duration, or any job's end.
 func (t *Trace) Span() time.Duration {

@@ -36,6 +36,14 @@ node group, pending and running pods, devices held by class, queue wait p50/p90/
 by job size, gang waits, free devices while pods pend, and the jobs that never started with
 kube-scheduler's reason. It deletes the Jobs it created unless --keep.
 
+A trace's faults and faultCampaigns (docs/your-cluster.md) are set on their SimulatedDevicePools'
+spec.faults at their simulated times divided by --speed, next to the pools' own faults, and
+cleared at theirs; whatever is still set when the replay ends is removed (unless --keep), and a
+pool's own fault a replay fault replaced is put back. Every fault is checked against its pool
+before anything is submitted. The report then has a faults section and faults.csv: when each was
+applied and cleared, the taint its devices got, the jobs holding them and what became of them,
+the jobs that waited while devices were unavailable, and devices unavailable over time.
+
 --compare RUN_A RUN_B puts two runs (their --out directories) side by side in one page, with how
 their jobs' start order and waits differ: the same trace at 1x and 60x measures the error of
 compressing time.`,
@@ -65,9 +73,13 @@ compressing time.`,
 				return err
 			}
 			w := cmd.ErrOrStderr()
-			fmt.Fprintf(w, "replaying %s: %d jobs over %s simulated, at %gx (about %s)\n", args[0], len(t.Jobs), t.Span(), speed, trace.Compress(t.Span(), speed).Round(time.Second))
+			faults := ""
+			if t.HasFaults() {
+				faults = fmt.Sprintf(", %d faults and %d fault campaigns", len(t.Faults), len(t.Campaigns))
+			}
+			fmt.Fprintf(w, "replaying %s: %d jobs over %s simulated%s, at %gx (about %s)\n", args[0], len(t.Jobs), t.Span(), faults, speed, trace.Compress(t.Span(), speed).Round(time.Second))
 			rec, err := replay.Run(cmd.Context(), c.Kube, t, replay.Options{Speed: speed, Deadline: deadline, GroupBy: groupBy, Keep: keep,
-				Log: func(f string, a ...any) { fmt.Fprintf(w, f+"\n", a...) }})
+				Log: func(f string, a ...any) { fmt.Fprintf(w, f+"\n", a...) }, Dynamic: c.Dynamic})
 			if rec == nil {
 				return err
 			}
@@ -81,6 +93,10 @@ compressing time.`,
 			fmt.Fprintf(cmd.OutOrStdout(), "%d jobs: %d started, %d finished, %d never started; wait p50 %s p90 %s p99 %s (simulated); %s simulated in %s (%s)\n",
 				s.Jobs, s.Started, s.Finished, len(s.NeverStarted), s.Wait.P50.Round(time.Second), s.Wait.P90.Round(time.Second), s.Wait.P99.Round(time.Second),
 				rec.Simulated.Round(time.Second), rec.Wall.Round(time.Millisecond), rec.Ended)
+			if f := s.Faults; f != nil {
+				fmt.Fprintf(cmd.OutOrStdout(), "faults: %d of %d applied, %d cleared, %d failed; %d jobs held a faulted device, %d waited while up to %d devices were unavailable\n",
+					f.Applied, f.Faults, f.Cleared, f.Failed, len(f.Hit), len(f.Delayed), f.PeakUnavailable)
+			}
 			fmt.Fprintf(cmd.OutOrStdout(), "report: %s\n", filepath.Join(out, "report.html"))
 			return err
 		},
@@ -123,7 +139,12 @@ func compareRuns(cmd *cobra.Command, a, b, out string) error {
 		return err
 	}
 	c := replay.Compare(recs[0], recs[1])
-	fmt.Fprintf(cmd.OutOrStdout(), "%d jobs started in both; same start order: %v; wait difference max %s (%s), mean %s (simulated)\nreport: %s\n",
-		c.Jobs, c.SameOrder, c.MaxWaitDiff.Round(time.Second), c.Worst, c.MeanWaitDiff.Round(time.Second), path)
+	fmt.Fprintf(cmd.OutOrStdout(), "%d jobs started in both; same start order: %v; wait difference max %s (%s), mean %s (simulated)\n",
+		c.Jobs, c.SameOrder, c.MaxWaitDiff.Round(time.Second), c.Worst, c.MeanWaitDiff.Round(time.Second))
+	if f := c.Faults; f != nil {
+		fmt.Fprintf(cmd.OutOrStdout(), "faults applied %d / %d, cleared %d / %d; jobs holding a faulted device %d / %d; jobs waiting while devices were unavailable %d / %d\n",
+			f[0].Applied, f[1].Applied, f[0].Cleared, f[1].Cleared, f[0].JobsHit, f[1].JobsHit, f[0].Delayed, f[1].Delayed)
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "report: %s\n", path)
 	return nil
 }
