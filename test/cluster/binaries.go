@@ -32,6 +32,9 @@ const (
 	APIServer         Component = "kube-apiserver"
 	ControllerManager Component = "kube-controller-manager"
 	Scheduler         Component = "kube-scheduler"
+	// Kubelet is built into its own cache directory (kubelet-<version>): its module graph is
+	// larger than the control plane's, and a cached control plane need not be rebuilt for it.
+	Kubelet Component = "kubelet"
 )
 
 // DefaultCacheDir is where built binaries live: $DRAFORGE_CACHE, else the user cache dir.
@@ -54,7 +57,10 @@ func Binary(ctx context.Context, cacheDir string, c Component, log io.Writer) (s
 }
 
 func buildKube(ctx context.Context, cacheDir string, c Component, log io.Writer) (string, error) {
-	root := filepath.Join(cacheDir, "kubernetes-"+KubernetesVersion)
+	root, module, tools := filepath.Join(cacheDir, "kubernetes-"+KubernetesVersion), "draforge.local/kubebin", []Component{APIServer, ControllerManager, Scheduler}
+	if c == Kubelet {
+		root, module, tools = filepath.Join(cacheDir, "kubelet-"+KubernetesVersion), "draforge.local/kubeletbin", []Component{Kubelet}
+	}
 	bin := filepath.Join(root, "bin", string(c))
 	if fileExists(bin) {
 		return bin, nil
@@ -64,7 +70,7 @@ func buildKube(ctx context.Context, cacheDir string, c Component, log io.Writer)
 		return "", err
 	}
 	if !fileExists(filepath.Join(src, "go.sum")) {
-		gomod, err := kubeWrapperGoMod(ctx, log)
+		gomod, err := kubeWrapperGoMod(ctx, module, tools, log)
 		if err != nil {
 			return "", err
 		}
@@ -89,7 +95,7 @@ func buildKube(ctx context.Context, cacheDir string, c Component, log io.Writer)
 
 // kubeWrapperGoMod writes a module that requires k8s.io/kubernetes and replaces every staging
 // module it names with the matching published version, the documented way to build it as a dependency.
-func kubeWrapperGoMod(ctx context.Context, log io.Writer) ([]byte, error) {
+func kubeWrapperGoMod(ctx context.Context, module string, tools []Component, log io.Writer) ([]byte, error) {
 	var out bytes.Buffer
 	cmd := exec.CommandContext(ctx, "go", "mod", "download", "-json", "k8s.io/kubernetes@"+KubernetesVersion)
 	cmd.Stdout, cmd.Stderr = &out, log
@@ -107,7 +113,7 @@ func kubeWrapperGoMod(ctx context.Context, log io.Writer) ([]byte, error) {
 		return nil, err
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "module draforge.local/kubebin\n\ngo 1.26.0\n\nrequire k8s.io/kubernetes %s\n\nreplace (\n", KubernetesVersion)
+	fmt.Fprintf(&b, "module %s\n\ngo 1.26.0\n\nrequire k8s.io/kubernetes %s\n\nreplace (\n", module, KubernetesVersion)
 	sc := bufio.NewScanner(bytes.NewReader(upstream))
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
@@ -116,7 +122,7 @@ func kubeWrapperGoMod(ctx context.Context, log io.Writer) ([]byte, error) {
 		}
 	}
 	b.WriteString(")\n\ntool (\n")
-	for _, c := range []Component{APIServer, ControllerManager, Scheduler} {
+	for _, c := range tools {
 		fmt.Fprintf(&b, "\tk8s.io/kubernetes/cmd/%s\n", c)
 	}
 	b.WriteString(")\n")
