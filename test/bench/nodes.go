@@ -61,21 +61,12 @@ type NodesResult struct {
 	NodeWindow
 	// Requests are the controller's requests during the window.
 	Requests Requests
-	// ControlPlaneCPU is the CPU time of etcd, kube-apiserver and kube-controller-manager over
-	// the window, by component.
-	ControlPlaneCPU map[cluster.Component]time.Duration
 }
 
 // NodeHeartbeats creates n simulated nodes, starts kube-controller-manager (node lifecycle at
 // its defaults) and a controller, lets the node machine take every node's Lease, and counts the
 // controller's requests over window. The nodes are deleted afterwards, so later phases see none.
 func (e *Env) NodeHeartbeats(ctx context.Context, n int, window time.Duration) (*NodesResult, error) {
-	return e.nodeHeartbeats(ctx, n, window, 0)
-}
-
-// nodeHeartbeats is NodeHeartbeats with the window starting settle after every Lease is held
-// and extra controller arguments (client limits for thousands of nodes).
-func (e *Env) nodeHeartbeats(ctx context.Context, n int, window, settle time.Duration, ctlArgs ...string) (*NodesResult, error) {
 	spec := simnode.Spec{Prefix: "bench-sim", Count: n, Labels: map[string]string{"bench.draforge/sim": "true"}}
 	if err := simnode.Apply(ctx, e.SetupDyn, spec, nil); err != nil {
 		return nil, err
@@ -89,7 +80,7 @@ func (e *Env) nodeHeartbeats(ctx context.Context, n int, window, settle time.Dur
 	}
 	defer func() { _ = e.Cluster.StopComponent(cluster.ControllerManager) }()
 	started := time.Now()
-	ctl, err := e.StartController(ctx, ctlArgs...)
+	ctl, err := e.StartController(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -98,9 +89,6 @@ func (e *Env) nodeHeartbeats(ctx context.Context, n int, window, settle time.Dur
 		return nil, fmt.Errorf("node leases: %w\n%s", err, tail(ctl.Log, 20))
 	}
 	held := time.Since(started)
-	if err := sleep(ctx, settle); err != nil {
-		return nil, err
-	}
 	before, err := ctl.Metrics()
 	if err != nil {
 		return nil, err
@@ -109,7 +97,6 @@ func (e *Env) nodeHeartbeats(ctx context.Context, n int, window, settle time.Dur
 	if err != nil {
 		return nil, err
 	}
-	cpBefore := e.controlPlaneCPU()
 	start := time.Now()
 	if err := sleep(ctx, window); err != nil {
 		return nil, err
@@ -123,7 +110,7 @@ func (e *Env) nodeHeartbeats(ctx context.Context, n int, window, settle time.Dur
 		return nil, err
 	}
 	res := &NodesResult{NodeWindow: NodeWindow{Nodes: n, Window: time.Since(start), CPU: cpuAfter - cpuBefore, Settle: held},
-		Requests: after.Requests().Sub(before.Requests()), ControlPlaneCPU: cpuSince(cpBefore, e.controlPlaneCPU())}
+		Requests: after.Requests().Sub(before.Requests())}
 	if err := e.nodesAtEnd(ctx, &res.NodeWindow, "bench-sim-", "bench.draforge/sim=true"); err != nil {
 		return nil, err
 	}
@@ -190,65 +177,6 @@ func countHeld(leases []coordinationv1.Lease, prefix string) int {
 		}
 	}
 	return n
-}
-
-// KwokNodesResult is KWOK keeping the same nodes alive over the same window.
-type KwokNodesResult struct {
-	NodeWindow
-	// Requests are KWOK's requests during the window, counted by a proxy of its own.
-	Requests Counts
-}
-
-// kwokHeartbeats is nodeHeartbeats with KWOK v0.8.0 and its default stages keeping n nodes
-// alive instead of the node machine: the same control plane, number of nodes, settle and
-// window, with kube-controller-manager running; KWOK renews each Lease every 10 s as a kubelet
-// does (--node-lease-duration-seconds 40).
-func (e *Env) kwokHeartbeats(ctx context.Context, n int, window, settle time.Duration) (*KwokNodesResult, error) {
-	bin, stages, err := cluster.Kwok(ctx, cluster.DefaultCacheDir(), e.Log)
-	if err != nil {
-		return nil, err
-	}
-	const prefix, selector = "bench-kwok", "bench.draforge/kwok=true"
-	if err := e.createKwokNodes(ctx, prefix, n, map[string]string{"bench.draforge/kwok": "true"}); err != nil {
-		return nil, err
-	}
-	defer func() {
-		_ = e.Setup.CoreV1().Nodes().DeleteCollection(context.Background(), metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: selector})
-		_ = e.Setup.CoordinationV1().Leases("kube-node-lease").DeleteCollection(context.Background(), metav1.DeleteOptions{}, metav1.ListOptions{})
-	}()
-	if err := e.Cluster.StartComponent(ctx, cluster.ControllerManager); err != nil {
-		return nil, err
-	}
-	defer func() { _ = e.Cluster.StopComponent(cluster.ControllerManager) }()
-	proxy, err := NewCountingProxy(e.Cluster.Dir, e.Cluster.Server, e.Cluster.Dir)
-	if err != nil {
-		return nil, err
-	}
-	defer proxy.Close()
-	started := time.Now()
-	p, err := e.spawnKwok(bin, stages, proxy.Kubeconfig)
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = e.Cluster.StopComponent("kwok") }()
-	if err := e.leasesHeld(ctx, n, prefix+"-"); err != nil {
-		return nil, fmt.Errorf("KWOK node leases: %w\n%s", err, tail(p.Log, 20))
-	}
-	res := &KwokNodesResult{NodeWindow: NodeWindow{Nodes: n, Settle: time.Since(started)}}
-	if err := sleep(ctx, settle); err != nil {
-		return nil, err
-	}
-	before, cpuBefore, start := proxy.Counts(), procCPU(p.Pid), time.Now()
-	if err := sleep(ctx, window); err != nil {
-		return nil, err
-	}
-	res.Requests, res.CPU, res.Window = proxy.Counts().Sub(before), procCPU(p.Pid)-cpuBefore, time.Since(start)
-	if err := e.nodesAtEnd(ctx, &res.NodeWindow, prefix+"-", selector); err != nil {
-		return nil, err
-	}
-	fmt.Fprintf(e.Log, "bench: KWOK keeping %d nodes for %s: %s (%.2f requests per node per minute), %d not Ready, KWOK CPU %s, oldest Lease renewal %s ago\n",
-		n, res.Window.Round(time.Second), res.Requests, res.PerNodeMinute(float64(res.Requests.Total())), res.NotReady, res.CPU.Round(10*time.Millisecond), res.OldestLease.Round(time.Second))
-	return res, nil
 }
 
 // leasesHeld waits until the Leases of the n nodes named prefix* have a holder: about a minute
