@@ -6,6 +6,8 @@
 package allocationpod
 
 import (
+	"slices"
+
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -108,4 +110,13 @@ func ReservedFor(claim *resourcev1.ResourceClaim, pod *corev1.Pod) bool {
 		}
 	}
 	return false
+}
+
+// HandedOver reports whether claim is in the state the handoff leaves it: allocated, reserved
+// for nobody and without kube-scheduler's delete-protection finalizer (resourcev1.Finalizer),
+// so that it stays allocated until deleted, as one the controller allocated itself. Whether its
+// allocation pod is gone is the caller's to check.
+func HandedOver(claim *resourcev1.ResourceClaim) bool {
+	return claim.Status.Allocation != nil && len(claim.Status.ReservedFor) == 0 &&
+		!slices.Contains(claim.Finalizers, resourcev1.Finalizer)
 }

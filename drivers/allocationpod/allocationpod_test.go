@@ -127,3 +127,24 @@ func TestReservedFor(t *testing.T) {
 		t.Error("reserved for another pod only")
 	}
 }
+
+func TestHandedOver(t *testing.T) {
+	c := claim()
+	if HandedOver(c) {
+		t.Error("an unallocated claim is not handed over")
+	}
+	c.Status.Allocation = &resourcev1.AllocationResult{}
+	c.Status.ReservedFor = []resourcev1.ResourceClaimConsumerReference{{Resource: "pods", Name: Name(c), UID: "pod-uid"}}
+	c.Finalizers = []string{"example.com/keep", resourcev1.Finalizer}
+	if HandedOver(c) {
+		t.Error("still reserved for its allocation pod and protected")
+	}
+	c.Status.ReservedFor = nil
+	if HandedOver(c) {
+		t.Error("kube-scheduler's delete-protection finalizer left on")
+	}
+	c.Finalizers = []string{"example.com/keep"}
+	if !HandedOver(c) {
+		t.Error("allocated, reserved for nobody, another owner's finalizer only: handed over")
+	}
+}

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/draforge/draforge/drivers/allocationpod"
 	"github.com/draforge/draforge/drivers/gvr"
 	"github.com/draforge/draforge/drivers/simdevice"
 	"github.com/draforge/draforge/drivers/simnode"
@@ -518,7 +519,7 @@ func (e *Env) handedOver(ctx context.Context, ns string, n int) error {
 		}
 		done := 0
 		for _, c := range claims.Items {
-			if c.Status.Allocation != nil && len(c.Status.ReservedFor) == 0 && len(c.Finalizers) == 0 {
+			if allocationpod.HandedOver(&c) {
 				done++
 			}
 		}

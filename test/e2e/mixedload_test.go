@@ -20,9 +20,6 @@ import (
 	"github.com/draforge/draforge/drivers/allocationpod"
 )
 
-// deleteProtection is kube-scheduler's finalizer on claims it allocated (resourceapi.Finalizer).
-const deleteProtection = "resource.kubernetes.io/delete-protection"
-
 // claimWatch follows every event of a namespace's claims and allocation pods: which claims hold
 // which device (failing the test if two ever hold one at once) and how many writes each
 // standalone claim and its allocation pod saw.
@@ -164,7 +161,7 @@ func handedOver(ctx context.Context, e *env, c *resourcev1.ResourceClaim) (bool,
 	if c.Status.Allocation == nil {
 		return false, c.Name + " not allocated"
 	}
-	if len(c.Status.ReservedFor) > 0 || slices.Contains(c.Finalizers, deleteProtection) {
+	if !allocationpod.HandedOver(c) {
 		return false, fmt.Sprintf("%s reservedFor %v finalizers %v", c.Name, c.Status.ReservedFor, c.Finalizers)
 	}
 	_, err := e.Kube.CoreV1().Pods(c.Namespace).Get(ctx, allocationpod.Name(c), metav1.GetOptions{})

@@ -106,7 +106,7 @@ func TestStandaloneClaimThroughKubeScheduler(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Status.Allocation == nil || describeAllocation(c) != describeAllocation(solo) || slices.Contains(c.Finalizers, deleteProtection) {
+	if c.Status.Allocation == nil || describeAllocation(c) != describeAllocation(solo) || slices.Contains(c.Finalizers, resourcev1.Finalizer) {
 		t.Errorf("after the user pod: %s finalizers %v, want still %s", describeAllocation(c), c.Finalizers, describeAllocation(solo))
 	}
 

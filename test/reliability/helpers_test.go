@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -256,17 +255,13 @@ func sortedKeys[V any](m map[string]V) []string {
 	return out
 }
 
-// deleteProtection is kube-scheduler's finalizer on a claim it allocates
-// (resource.kubernetes.io/delete-protection).
-const deleteProtection = "resource.kubernetes.io/delete-protection"
-
 // handedOver checks, once every claim of the namespace is allocated, that the allocator left
 // nothing behind and that the mode's allocator made each allocation. With `kube-scheduler`:
 // each allocation was written by kube-scheduler (the field manager of status.allocation; the
 // controller never writes it in that mode), no allocation pod remains (each is deleted once
 // its claim is handed over; their names derive from the claim's UID, so none can exist twice),
-// no claim is reserved for a pod or keeps kube-scheduler's delete-protection finalizer. With
-// `simulator`: each allocation was written by the controller.
+// no claim is reserved for a pod or keeps kube-scheduler's delete-protection finalizer
+// (allocationpod.HandedOver). With `simulator`: each allocation was written by the controller.
 func handedOver(t testing.TB, e *e2eutil.Env, allocator string) (bool, string) {
 	t.Helper()
 	claims, err := e.Kube.ResourceV1().ResourceClaims(e.Namespace).List(bg(), metav1.ListOptions{})
@@ -284,7 +279,7 @@ func handedOver(t testing.TB, e *e2eutil.Env, allocator string) (bool, string) {
 		if by := allocatedBy(&c); !strings.HasPrefix(by, want) {
 			return false, fmt.Sprintf("%s: allocation written by %q, want %s", c.Name, by, want)
 		}
-		if len(c.Status.ReservedFor) > 0 || slices.Contains(c.Finalizers, deleteProtection) {
+		if !allocationpod.HandedOver(&c) {
 			return false, fmt.Sprintf("%s: reservedFor %v finalizers %v", c.Name, c.Status.ReservedFor, c.Finalizers)
 		}
 	}
