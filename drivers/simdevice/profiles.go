@@ -94,6 +94,8 @@ var profiles = map[Profile]profileDef{
 	ProfileGoogleTPU:           {build: googleTPU},
 	ProfileSRIOVVF:             {build: sriovVF, deviceStatus: true},
 	ProfileDRACPU:              {build: draCPU},
+	ProfileDRACPUSocket:        {build: draCPUSocket},
+	ProfileDRACPUIndividual:    {build: draCPUIndividual},
 	ProfileExampleCPU:          {build: exampleCPU},
 }
 

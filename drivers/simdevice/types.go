@@ -83,9 +83,12 @@ const (
 	// SR-IOV network driver (sriovnetwork.k8snetworkplumbingwg.io): 8 virtual functions per NIC port.
 	ProfileSRIOVVF Profile = "sriov-vf"
 	// CPU DRA driver (dra.cpu), default mode: one device per NUMA node sharing its CPUs
-	// through consumable capacity; and dra-example-driver's cpu profile (cpu.example.com).
-	ProfileDRACPU     Profile = "dra-cpu"
-	ProfileExampleCPU Profile = "example-cpu"
+	// through consumable capacity; grouped by socket; one device per CPU (individual mode);
+	// and dra-example-driver's cpu profile (cpu.example.com).
+	ProfileDRACPU           Profile = "dra-cpu"
+	ProfileDRACPUSocket     Profile = "dra-cpu-socket"
+	ProfileDRACPUIndividual Profile = "dra-cpu-individual"
+	ProfileExampleCPU       Profile = "example-cpu"
 	// DRAForge-made shapes, not mirroring a driver.
 	ProfileMellanoxNIC Profile = "mellanox-nic"
 	ProfileGeneric     Profile = "generic"
