@@ -2,10 +2,12 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"testing/fstest"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -14,6 +16,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/draforge/draforge/engine/machine"
 )
 
 // notServing answers every request for a resource of group resource.k8s.io with 404, as an API
@@ -118,4 +122,57 @@ func TestEmptyWatchEndsInitialEventsAndCloses(t *testing.T) {
 	}
 	w.Stop()
 	w.Stop() // idempotent
+}
+
+// optionalMachine is a machine over a CRD the test server does not serve.
+const optionalMachine = `package machines
+
+machine: domain: {
+	resource: {group: "resource.nvidia.com", version: "v1beta1", resource: "computedomains"}
+	namespaced: true
+	%s
+	states: {
+		running: {}
+		failed: terminal: true
+	}
+	initial: "running"
+	terminalState: "failed"
+}
+`
+
+// TestOptionalMachineSyncsWithoutItsCRD: a machine marked optional over a resource the API
+// server does not serve (NVIDIA's ComputeDomain CRD not installed) leaves the informers synced
+// and empty, so a process running it (serve, the controller) gets ready; the same machine not
+// marked optional keeps them unsynced.
+func TestOptionalMachineSyncsWithoutItsCRD(t *testing.T) {
+	addr := freeAddr(t)
+	serveAt(t, addr, func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"NotFound","code":404}`, http.StatusNotFound)
+	})
+	c, err := dynamic.NewForConfig(&rest.Config{Host: "http://" + addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		field string
+		sync  bool
+	}{{"optional: true", true}, {"", false}} {
+		ms, err := machine.Load(fstest.MapFS{"m.cue": {Data: []byte(fmt.Sprintf(optionalMachine, tc.field))}}, machine.Names{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ms[0].Optional != tc.sync {
+			t.Fatalf("%q: loaded Optional %v", tc.field, ms[0].Optional)
+		}
+		inf := NewInformers(c)
+		if _, err := NewReader(inf, ms); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
+		err = inf.Start(ctx)
+		cancel()
+		if synced := err == nil && inf.Synced(); synced != tc.sync {
+			t.Errorf("%q: synced %v (%v), want %v", tc.field, synced, err, tc.sync)
+		}
+	}
 }

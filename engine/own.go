@@ -76,6 +76,9 @@ type own struct {
 // unstructured informer of the selected objects (label and field selectors on the server),
 // else the resource's shared informer, which must then be cached unstructured.
 func ownObjects(inf *Informers, m *machine.Machine) (*own, error) {
+	if m.Optional {
+		inf.Optional(m.Resource, nil)
+	}
 	if !m.HasSelector() {
 		if inf.IsTyped(m.Resource) {
 			// Actions, observations and status writes work on unstructured objects.

@@ -18,6 +18,7 @@ func (c *checker) decode(name string, s *spec) *Machine {
 		Source:        c.file,
 		Resource:      s.Resource,
 		Namespaced:    s.Namespaced,
+		Optional:      s.Optional,
 		Status:        s.Status,
 		Related:       map[string]Related{},
 		States:        map[string]State{},

@@ -339,6 +339,7 @@ func (l *loader) file(files fs.FS, name, display string) (out []*Machine) {
 type spec struct {
 	Resource   schema.GroupVersionResource
 	Namespaced bool
+	Optional   bool
 	Selector   *struct {
 		Labels  map[string]string
 		Fields  string

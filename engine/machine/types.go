@@ -49,6 +49,9 @@ type Machine struct {
 	Resource schema.GroupVersionResource
 	// Namespaced tells whether Resource is namespaced.
 	Namespaced bool
+	// Optional: the API server may not serve Resource or let the process read it; the machine
+	// then has no objects (engine.Informers.Optional).
+	Optional bool
 	// Selector limits the machine to objects carrying all these labels.
 	Selector map[string]string
 	// SelectorWithout are label keys the machine's objects must not carry.
