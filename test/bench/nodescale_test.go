@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -54,6 +55,14 @@ func TestScaleNodeRows(t *testing.T) {
 	if m := byMetric("process memory"); !strings.Contains(m.Value, "100.0 MiB (10.2 KiB per node; heap in use 60.0 MiB)") {
 		t.Errorf("memory row %+v", m)
 	}
+	// A side whose pods failed keeps the other rows; one failed row stands for the pod rows.
+	k.PodsErr = errors.New("delete pods: timeout")
+	failed := scaleNodeRows(DefaultScaleConfig(), r, k)
+	if len(failed) != len(rows)-2 || !failed[len(failed)-1].Failed || !strings.Contains(failed[len(failed)-1].Value, "delete pods: timeout") ||
+		!strings.HasPrefix(failed[0].Metric, "creation:") {
+		t.Errorf("rows with KWOK's pods failed: %+v", failed)
+	}
+	k.PodsErr = nil
 	// A DRAForge side that lets Leases go stale misses, whatever KWOK does.
 	r.Steady.OldestLease, r.Steady.NotReady = 45*time.Second, 3
 	for _, row := range scaleNodeRows(DefaultScaleConfig(), r, k) {

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -472,13 +473,13 @@ func scaleNodeRows(sc ScaleConfig, r, k *ScaleSide) []Row {
 	label := fmt.Sprintf("(%s simulated nodes, %s from %s after every Lease was held (DRAForge %s, KWOK %s to get there), %s)",
 		thousands(n), r.Steady.Window.Round(time.Second), sc.SimSettle, r.Held.Round(time.Second), k.Held.Round(time.Second), both)
 	pods := fmt.Sprintf("(%s pods created 32 at once, each with spec.nodeName set to the agent's first node, no scheduler; KWOK's CI shape; %s nodes kept alive meanwhile)",
-		thousands(r.Pods.Pods), thousands(n))
+		thousands(n), thousands(n))
 	w, kw := r.Steady.PerNodeMinute(float64(r.Requests.Writes())), k.Steady.PerNodeMinute(float64(k.Requests.Writes()))
 	cpuPerNode := r.Steady.CPU.Seconds() * 1000 / float64(n) / r.Steady.Window.Minutes()
 	kwokCIRate := float64(kwokCINodes) / kwokCINodesWithin.Seconds()
 	kwokCIPodRate := float64(kwokCIPods) / kwokCIPodsWithin.Seconds()
 	perNode := func(m ProcMemory) string { return fmt.Sprintf("%.1f KiB per node", float64(m.RSS)/1024/float64(n)) }
-	return []Row{
+	rows := []Row{
 		// Creation to Ready: the rate KWOK's CI bounds (5,000 nodes within 60 s), Lease held
 		// included, as a node is alive only once its agent renews it.
 		{Metric: "creation: nodes per second from the first create to every node Ready and every Lease held, DRAForge vs KWOK " + create,
@@ -510,6 +511,12 @@ func scaleNodeRows(sc ScaleConfig, r, k *ScaleSide) []Row {
 			Value:    fmt.Sprintf("DRAForge controller %s (%s; heap in use %s)", mib(r.Memory.RSS), perNode(r.Memory), mib(r.Memory.Heap)),
 			Baseline: fmt.Sprintf("KWOK %s (%s)", mib(k.Memory.RSS), perNode(k.Memory)), Ratio: ratio(float64(r.Memory.RSS), float64(k.Memory.RSS)),
 			Target: "report", OK: true},
+	}
+	// A side whose pods failed keeps its other rows; the pod rows say why.
+	if err := errors.Join(r.PodsErr, k.PodsErr); err != nil {
+		return append(rows, failedRow("pre-bound pods "+pods, err, io.Discard))
+	}
+	return append(rows, []Row{
 		{Metric: "pre-bound pods: pods/s from the first create to the last pod seen Running, DRAForge vs KWOK " + pods,
 			Value:    fmt.Sprintf("%.0f pods/s (%s)", r.Pods.Rate(), sec(r.Pods.Running)),
 			Baseline: fmt.Sprintf("KWOK %.0f pods/s (%s); KWOK's CI: %s within %s (%.0f/s)", k.Pods.Rate(), sec(k.Pods.Running), thousands(kwokCIPods), kwokCIPodsWithin, kwokCIPodRate),
@@ -520,8 +527,8 @@ func scaleNodeRows(sc ScaleConfig, r, k *ScaleSide) []Row {
 			Baseline: fmt.Sprintf("KWOK %.2f requests (%s), %.2f ms CPU", float64(k.Pods.Requests.Total())/float64(k.Pods.Pods), writesOnly(k.Pods.Requests),
 				k.Pods.CPU.Seconds()*1000/float64(k.Pods.Pods)),
 			Ratio: ratio(float64(r.Pods.Requests.Total()), float64(k.Pods.Requests.Total())), Target: "report", OK: true},
-		{Metric: "pre-bound pods: one deletecollection to no pod left " + pods, Value: sec(r.Pods.Deleted),
+		{Metric: "pre-bound pods: deleted 32 at once, first delete to no pod left " + pods, Value: sec(r.Pods.Deleted),
 			Baseline: fmt.Sprintf("KWOK %s; KWOK's CI: within %s", sec(k.Pods.Deleted), kwokCIDeleteWithin),
 			Ratio:    ratio(r.Pods.Deleted.Seconds(), k.Pods.Deleted.Seconds()), Target: "report", OK: true},
-	}
+	}...)
 }
