@@ -42,6 +42,21 @@ func notServingClient(t *testing.T) dynamic.Interface {
 	return c
 }
 
+// refusingClient is a client of a server that answers every request with one API status
+// (reason and code), as one without a resource (404) or without the rule to read it (403).
+func refusingClient(t *testing.T, reason string, code int) dynamic.Interface {
+	t.Helper()
+	addr := freeAddr(t)
+	serveAt(t, addr, func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, fmt.Sprintf(`{"kind":"Status","apiVersion":"v1","status":"Failure","reason":%q,"code":%d}`, reason, code), code)
+	})
+	c, err := dynamic.NewForConfig(&rest.Config{Host: "http://" + addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 func TestOptionalResourceNotServedSyncsEmpty(t *testing.T) {
 	c := notServingClient(t)
 	rules := schema.GroupVersionResource{Group: "resource.k8s.io", Version: "v1", Resource: "devicetaintrules"}
@@ -66,14 +81,7 @@ func TestOptionalResourceNotServedSyncsEmpty(t *testing.T) {
 
 // A 403 (a kubeconfig or chart without the rule) reads as none too, and Missing says which.
 func TestOptionalResourceForbiddenSyncsEmpty(t *testing.T) {
-	addr := freeAddr(t)
-	serveAt(t, addr, func(w http.ResponseWriter, r *http.Request) {
-		http.Error(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"Forbidden","code":403}`, http.StatusForbidden)
-	})
-	c, err := dynamic.NewForConfig(&rest.Config{Host: "http://" + addr})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := refusingClient(t, "Forbidden", http.StatusForbidden)
 	groups := schema.GroupVersionResource{Group: "scheduling.k8s.io", Version: "v1beta1", Resource: "podgroups"}
 	inf := NewInformers(c)
 	var got atomic.Value
@@ -145,14 +153,7 @@ machine: domain: {
 // and empty, so a process running it (serve, the controller) gets ready; the same machine not
 // marked optional keeps them unsynced.
 func TestOptionalMachineSyncsWithoutItsCRD(t *testing.T) {
-	addr := freeAddr(t)
-	serveAt(t, addr, func(w http.ResponseWriter, r *http.Request) {
-		http.Error(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"NotFound","code":404}`, http.StatusNotFound)
-	})
-	c, err := dynamic.NewForConfig(&rest.Config{Host: "http://" + addr})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := refusingClient(t, "NotFound", http.StatusNotFound)
 	for _, tc := range []struct {
 		field string
 		sync  bool

@@ -196,17 +196,12 @@ func (e *Env) scaleSide(ctx context.Context, sc ScaleConfig, agent string) (*Sca
 }
 
 // createKwokctlNodes creates the spec's nodes as `kwokctl scale node` does (kustomize/kwokctl/
-// resource/node.yaml at KWOK v0.8.0): one create per node, annotated for KWOK, with addresses,
-// capacity and allocatable in its status and no condition (KWOK's node-initialize stage posts
-// them), writeConcurrency at once, as `draforge nodes` applies its nodes.
+// resource/node.yaml at KWOK v0.8.0): one create per node (kwokNode) with addresses, capacity
+// and allocatable in its status, writeConcurrency at once, as `draforge nodes` applies its nodes.
 func (e *Env) createKwokctlNodes(ctx context.Context, spec simnode.Spec) error {
 	all := spec.Nodes(time.Now())
 	return parallel(ctx, len(all), writeConcurrency, func(ctx context.Context, i int) error {
-		node := all[i]
-		delete(node.Labels, simnode.LabelSimulated)
-		node.Annotations = map[string]string{kwokNodeAnnotation: "fake"}
-		node.Status.Conditions = nil
-		_, err := e.Setup.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
+		_, err := e.Setup.CoreV1().Nodes().Create(ctx, kwokNode(all[i]), metav1.CreateOptions{})
 		return err
 	})
 }
@@ -247,12 +242,12 @@ func (e *Env) preboundPods(ctx context.Context, proxy *CountingProxy, pid int, n
 	}
 	var running int
 	if err := poll(ctx, 10*time.Minute, func() (bool, error) {
-		running, _ = w.last(w.running)
+		running = w.running.count()
 		return running == n, nil
 	}); err != nil {
 		return PreboundPods{}, fmt.Errorf("%d/%d pods Running: %w", running, n, err)
 	}
-	_, last := w.last(w.running)
+	last := w.running.latest()
 	cancel()
 	settle(ctx, proxy, 2*time.Second, 30*time.Second)
 	p := PreboundPods{Pods: n, Running: last.Sub(start), Requests: proxy.Counts().Sub(before), CPU: procCPU(pid) - cpuBefore}

@@ -7,10 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -396,15 +394,20 @@ func (e *Env) spawnKwok(bin, stages, kubeconfig string) (*cluster.Proc, error) {
 		"--server-address=" + addr})
 }
 
-// createKwokNodes creates the nodes simnode would, but for KWOK: annotated for it, without
-// DRAForge's simulated label and without conditions (KWOK's node-initialize stage posts them).
+// kwokNode makes a node simnode would publish KWOK's: annotated for it, without DRAForge's
+// simulated label and without conditions (KWOK's node-initialize stage posts them).
+func kwokNode(node *corev1.Node) *corev1.Node {
+	delete(node.Labels, simnode.LabelSimulated)
+	node.Annotations = map[string]string{kwokNodeAnnotation: "fake"}
+	node.Status.Conditions = nil
+	return node
+}
+
+// createKwokNodes creates the nodes simnode would, but for KWOK (kwokNode).
 func (e *Env) createKwokNodes(ctx context.Context, prefix string, n int, labels map[string]string) error {
 	all := simnode.Spec{Prefix: prefix, Count: n, Labels: labels}.Nodes(time.Now())
 	return parallel(ctx, len(all), 32, func(ctx context.Context, i int) error {
-		node := all[i]
-		delete(node.Labels, simnode.LabelSimulated)
-		node.Annotations = map[string]string{kwokNodeAnnotation: "fake"}
-		node.Status.Conditions = nil
+		node := kwokNode(all[i])
 		if _, err := e.Setup.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
 			return err
 		}
@@ -446,12 +449,11 @@ func (e *Env) pid(name string) int {
 
 // podWatch records when each pod of a namespace was first seen bound and Running.
 type podWatch struct {
-	mu             sync.Mutex
-	bound, running map[string]time.Time
+	bound, running firstSeen
 }
 
 func (e *Env) watchPods(ctx context.Context, ns string) *podWatch {
-	w := &podWatch{bound: map[string]time.Time{}, running: map[string]time.Time{}}
+	w := &podWatch{bound: firstSeen{seen: map[string]time.Time{}}, running: firstSeen{seen: map[string]time.Time{}}}
 	f := informers.NewSharedInformerFactoryWithOptions(e.Setup, 0, informers.WithNamespace(ns))
 	inf := f.Core().V1().Pods().Informer()
 	see := func(obj any) {
@@ -460,36 +462,17 @@ func (e *Env) watchPods(ctx context.Context, ns string) *podWatch {
 			return
 		}
 		now := time.Now()
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		if _, seen := w.bound[p.Name]; !seen && p.Spec.NodeName != "" {
-			w.bound[p.Name] = now
+		if p.Spec.NodeName != "" {
+			w.bound.mark(p.Name, now)
 		}
-		if _, seen := w.running[p.Name]; !seen && p.Status.Phase == corev1.PodRunning {
-			w.running[p.Name] = now
+		if p.Status.Phase == corev1.PodRunning {
+			w.running.mark(p.Name, now)
 		}
 	}
 	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: see, UpdateFunc: func(_, o any) { see(o) }})
 	f.Start(ctx.Done())
 	f.WaitForCacheSync(ctx.Done())
 	return w
-}
-
-// last returns the count and latest time of m.
-func (w *podWatch) last(m map[string]time.Time) (int, time.Time) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	ts := slices.Collect(func(yield func(time.Time) bool) {
-		for _, t := range m {
-			if !yield(t) {
-				return
-			}
-		}
-	})
-	if len(ts) == 0 {
-		return 0, time.Time{}
-	}
-	return len(ts), slices.MaxFunc(ts, func(a, b time.Time) int { return a.Compare(b) })
 }
 
 // workloadControlPlane are the processes each workloads side runs besides its node agent.
@@ -522,19 +505,19 @@ func (e *Env) runWorkload(ctx context.Context, agent string, shape WorkloadShape
 	}
 	var n int
 	if err := poll(ctx, 10*time.Minute, func() (bool, error) {
-		n, _ = w.last(w.running)
+		n = w.running.count()
 		return n == pods, nil
 	}); err != nil {
-		b, _ := w.last(w.bound)
+		b := w.bound.count()
 		return nil, fmt.Errorf("%d/%d pods Running (%d bound): %w", n, pods, b, err)
 	}
-	_, lastRunning := w.last(w.running)
+	lastRunning := w.running.latest()
 	// What the agent still sends for the window's pods (events are sent asynchronously): wait
 	// until its requests other than Lease renewals stop for 2s (at most 30s).
 	settle(ctx, proxy, 2*time.Second, 30*time.Second)
 	after, cpuAfter, cpAfter := proxy.Counts(), procCPU(pid), e.componentCPU(workloadControlPlane...)
 	fmt.Fprintf(e.Log, "bench: %s %s: requests before the window (setup): %s\n", shape.Name, agent, before)
-	_, lastBound := w.last(w.bound)
+	lastBound := w.bound.latest()
 	s := &WorkloadSide{Agent: agent, Pods: pods, Wall: lastRunning.Sub(start), Bound: lastBound.Sub(start), Requests: after.Sub(before),
 		CPU: cpuAfter - cpuBefore, ControlPlane: cpuSince(cpBefore, cpAfter)}
 	s.Rate = float64(pods) / s.Wall.Seconds()
