@@ -23,9 +23,11 @@ const (
 	// outageConverge bounds how long new work takes to converge after the restart.
 	outageConverge = 12 * time.Second
 	// schedulerReconnect bounds how long kube-scheduler takes to allocate claims after the
-	// restart: its informers come back after client-go's reflector backoff, up to 30s
-	// between attempts, plus a scheduling round.
-	schedulerReconnect = 45 * time.Second
+	// restart (measured 20-50s): its informers come back after client-go's reflector backoff
+	// (k8s.io/client-go tools/cache/reflector.go: 800ms doubling to a 30s cap with jitter 1.0,
+	// so up to 60s between attempts once the outage has lasted ~25s); a pod seen before its
+	// claim waits out the scheduler's pod backoff (at most 10s); then a scheduling round.
+	schedulerReconnect = 2*30*time.Second + 10*time.Second + 20*time.Second
 )
 
 type readyz struct {
