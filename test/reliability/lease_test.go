@@ -342,5 +342,6 @@ func testLeaderElectionOutage(t *testing.T, allocator string) {
 	if n := checkUnique(t, after); n != 10 {
 		t.Errorf("10 claims hold %d distinct devices", n)
 	}
-	eventually(t, 60*time.Second, func() (bool, string) { return handedOver(t, e, allocator) })
+	// kube-controller-manager drops the handed-over pods from reservedFor once its informers are back.
+	eventually(t, schedulerReconnect, func() (bool, string) { return handedOver(t, e, allocator) })
 }
