@@ -3,6 +3,7 @@ package clusterview
 import (
 	"context"
 	"slices"
+	"strconv"
 
 	"github.com/rs/zerolog"
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -59,8 +60,11 @@ func Forms(inf *engine.Informers) {
 	inf.CacheTyped(gvr.Nodes, func() runtime.Object { return &corev1.Node{} }, pruneNode)
 	inf.CacheTyped(gvr.Pods, func() runtime.Object { return &corev1.Pod{} }, prunePod)
 	inf.CacheTyped(gvr.Leases, func() runtime.Object { return &coordinationv1.Lease{} }, nil)
-	// The pod machine's pods come from the same cache, in MachinePod's form.
+	// The pod machine's pods come from the same cache, in MachinePod's form; the node
+	// machine's simulated nodes too, in MachineNode's (a JSON informer of their own cached
+	// every simulated node a second time, unstructured).
 	inf.Selectable(gvr.Pods, engine.Selectable{Fields: PodFields, Full: MachinePod})
+	inf.Selectable(gvr.Nodes, engine.Selectable{Fields: NodeFields, Full: MachineNode})
 }
 
 // Pruned declares to the machine loader what Forms' pruners keep (see machine.Pruned):
@@ -74,6 +78,7 @@ func Pruned() []machine.Pruned {
 		{Resource: gvr.Pods, Cache: machine.CacheSelected, By: "drivers/clusterview.MachinePod", Keep: MachinePodKept()},
 		{Resource: gvr.Pods, Cache: machine.CacheShared, By: "drivers/compactpod",
 			Keep: append(slices.Clone(compactpod.Kept), "status.conditions[type=PodScheduled]")},
+		{Resource: gvr.Nodes, Cache: machine.CacheSelected, By: "drivers/clusterview.MachineNode", Keep: MachineNodeKept},
 		{Resource: gvr.Nodes, Cache: machine.CacheShared, By: "drivers/clusterview.pruneNode", Keep: []string{"apiVersion", "kind", "metadata", "spec"}},
 	}
 }
@@ -159,6 +164,29 @@ func pruneNode(o runtime.Object) runtime.Object {
 		n.Status = corev1.NodeStatus{}
 	}
 	return o
+}
+
+// MachineNode keeps of a node what the node machine reads besides what pruneNode keeps:
+// status.conditions (the kubelet's heartbeats). It is the form the shared node cache holds the
+// node machine's nodes in (engine.Selectable); capacity, allocatable, addresses, nodeInfo and
+// images are dropped. It changes o, a node just decoded for the cache.
+func MachineNode(o runtime.Object) runtime.Object {
+	if n, ok := o.(*corev1.Node); ok {
+		n.Status = corev1.NodeStatus{Conditions: n.Status.Conditions}
+	}
+	return o
+}
+
+// MachineNodeKept are the paths MachineNode keeps (see machine.Pruned).
+var MachineNodeKept = []string{"apiVersion", "kind", "metadata", "spec", "status.conditions"}
+
+// NodeFields are the fields of a cached node that a node machine's field selector may test,
+// named as the API server's node field selectors.
+func NodeFields(obj any) fields.Set {
+	if n, ok := obj.(*corev1.Node); ok {
+		return fields.Set{"metadata.name": n.Name, "spec.unschedulable": strconv.FormatBool(n.Spec.Unschedulable)}
+	}
+	return nil
 }
 
 // compactSlice caches slices in compact form: a typed slice holds a map per device, about

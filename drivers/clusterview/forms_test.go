@@ -54,7 +54,8 @@ func TestPrunedDeclaresWhatCachesKeep(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "n", UID: "nu", Labels: map[string]string{"example.io/sim": "true"}, Annotations: map[string]string{"a": "b"}},
 		Spec:       corev1.NodeSpec{ProviderID: "p", Taints: []corev1.Taint{{Key: "k", Effect: corev1.TaintEffectNoSchedule}}},
 		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}},
-			Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "1.2.3.4"}}},
+			Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "1.2.3.4"}},
+			Capacity:  corev1.ResourceList{"cpu": resource.MustParse("8")}, NodeInfo: corev1.NodeSystemInfo{Architecture: "amd64"}},
 	}
 	full := func(o runtime.Object) map[string]any {
 		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o)
@@ -77,6 +78,7 @@ func TestPrunedDeclaresWhatCachesKeep(t *testing.T) {
 	}{
 		{"pods, the pod machine's own", "pods", `selector: fields: "spec.nodeName!="`, machine.CacheSelected, full(pod), typed(MachinePod, pod)},
 		{"pods, shared", "pods", "", machine.CacheShared, full(pod), typed(prunePod, pod)},
+		{"nodes, the node machine's own", "nodes", `selector: labels: "example.io/sim": "true"`, machine.CacheSelected, full(node), typed(MachineNode, node)},
 		{"nodes, shared", "nodes", "", machine.CacheShared, full(node), typed(pruneNode, node)},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -68,7 +68,7 @@ func TestQuantile(t *testing.T) {
 // the bench's 6 KiB target, at the bench's size (MemoryObjects: fixed costs spread as they are
 // in the bench's rows), in process, so CI checks what the bench reports.
 func TestCacheMemoryTargets(t *testing.T) {
-	for _, kind := range MemoryKinds {
+	for _, kind := range ControllerMemoryKinds {
 		b, err := MeasureMemory(context.Background(), kind, DefaultConfig().MemoryObjects)
 		if err != nil {
 			t.Fatal(kind, err)
@@ -82,7 +82,7 @@ func TestCacheMemoryTargets(t *testing.T) {
 
 // BenchmarkCacheMemory reports the cache bytes per object of each kind (see MeasureMemory).
 func BenchmarkCacheMemory(b *testing.B) {
-	for _, kind := range MemoryKinds {
+	for _, kind := range ControllerMemoryKinds {
 		b.Run(kind, func(b *testing.B) {
 			var per float64
 			for b.Loop() {

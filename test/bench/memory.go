@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"time"
 
 	"github.com/rs/zerolog"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -28,17 +30,23 @@ import (
 	"github.com/draforge/draforge/drivers/gvr"
 	"github.com/draforge/draforge/drivers/simdevice"
 	"github.com/draforge/draforge/drivers/simdevice/pooltest"
+	"github.com/draforge/draforge/drivers/simnode"
 	"github.com/draforge/draforge/engine"
 	"github.com/draforge/draforge/machines"
 )
 
-// MemoryKinds are the object kinds MeasureMemory fills the caches with.
+// MemoryKinds are the object kinds MeasureMemory fills the caches with, for the controller and
+// for serve.
 var MemoryKinds = []string{"resourceslices", "resourceslices/nvidia-gpu", "resourceclaims", "pods"}
+
+// ControllerMemoryKinds are MemoryKinds and the controller's own: simulated nodes, each with the
+// Lease its node machine renews (one node and its Lease count as one object).
+var ControllerMemoryKinds = append(slices.Clone(MemoryKinds), "nodes")
 
 // MemoryObjects returns n objects of kind as the API server would serve them: slices of 8
 // simulated GPUs (DesiredSlices; 4 attributes and a capacity per device, or with the nvidia-gpu
 // profile 12 attributes, a per-device UUID among them, and a capacity), allocated one-device
-// claims, scheduled pods using a claim.
+// claims, scheduled pods using a claim, Ready simulated nodes (simnode.Spec.Nodes) with their Leases.
 func MemoryObjects(kind string, n int) ([]k8sruntime.Object, error) {
 	var out []k8sruntime.Object
 	add := func(o any) error {
@@ -98,6 +106,30 @@ func MemoryObjects(kind string, n int) ([]k8sruntime.Object, error) {
 				AllocationTimestamp: &now,
 			}
 			if err := add(c); err != nil {
+				return nil, err
+			}
+		}
+	case "nodes":
+		// Simulated nodes as `draforge nodes apply` makes them, Ready, each with the Lease the
+		// node machine holds (kube-node-lease/<node>, as a kubelet's).
+		now := time.Now()
+		for i, node := range (simnode.Spec{Prefix: "bench-node", Count: n}).Nodes(now) {
+			m := meta(node.Name, "", i)
+			m.Labels, m.Annotations = node.Labels, node.Annotations
+			node.ObjectMeta = m
+			if err := add(node); err != nil {
+				return nil, err
+			}
+			renew := metav1.NewMicroTime(now)
+			lease := &coordinationv1.Lease{
+				TypeMeta: metav1.TypeMeta{APIVersion: "coordination.k8s.io/v1", Kind: "Lease"},
+				ObjectMeta: metav1.ObjectMeta{Name: node.Name, Namespace: corev1.NamespaceNodeLease,
+					UID: types.UID(fmt.Sprintf("10000000-0000-0000-0000-%012d", i)), ResourceVersion: fmt.Sprint(1000 + n + i),
+					CreationTimestamp: metav1.Now(),
+					OwnerReferences:   []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: node.Name, UID: m.UID}}},
+				Spec: coordinationv1.LeaseSpec{HolderIdentity: &node.Name, LeaseDurationSeconds: ptrTo(int32(40)), RenewTime: &renew},
+			}
+			if err := add(lease); err != nil {
 				return nil, err
 			}
 		}
@@ -187,6 +219,9 @@ func MeasureMemory(ctx context.Context, kind string, n int) (float64, error) {
 	// Pods are cached once: bound ones in the pod machine's form (clusterview.MachinePod),
 	// which reads the shared pod informer.
 	want := n
+	if kind == "nodes" {
+		want = 2 * n // and their Leases, counted with them
+	}
 	if got := inf.Count(); got != want {
 		return 0, fmt.Errorf("cached %d objects, want %d", got, want)
 	}
@@ -226,7 +261,7 @@ func memoryKube(objs []k8sruntime.Object) (*kubefake.Clientset, error) {
 			continue
 		}
 		switch u.GetKind() {
-		case "ResourceSlice", "Node", "Pod":
+		case "ResourceSlice", "Node", "Pod", "Lease":
 		default:
 			continue
 		}

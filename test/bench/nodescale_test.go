@@ -63,11 +63,31 @@ func TestScaleNodeRows(t *testing.T) {
 		t.Errorf("rows with KWOK's pods failed: %+v", failed)
 	}
 	k.PodsErr = nil
-	// A DRAForge side that lets Leases go stale misses, whatever KWOK does.
-	r.Steady.OldestLease, r.Steady.NotReady = 45*time.Second, 3
-	for _, row := range scaleNodeRows(DefaultScaleConfig(), r, k) {
-		if strings.HasPrefix(row.Metric, "steady state: oldest") && row.OK {
-			t.Errorf("45 s old Lease and 3 nodes not Ready met: %+v", row)
+	// The oldest Lease: as fresh as KWOK keeps its own on the same control plane (within 10%),
+	// never expired (40 s), every node Ready.
+	oldest := func(ours, kwoks time.Duration, notReady int) bool {
+		r.Steady.OldestLease, k.Steady.OldestLease, r.Steady.NotReady = ours, kwoks, notReady
+		for _, row := range scaleNodeRows(DefaultScaleConfig(), r, k) {
+			if strings.HasPrefix(row.Metric, "steady state: oldest") {
+				return row.OK
+			}
+		}
+		t.Fatal("no oldest Lease row")
+		return false
+	}
+	for _, c := range []struct {
+		ours, kwoks time.Duration
+		notReady    int
+		ok          bool
+	}{
+		{26 * time.Second, 29 * time.Second, 0, true},  // both late on a saturated control plane
+		{12 * time.Second, 11 * time.Second, 0, true},  // within 10% of KWOK's
+		{14 * time.Second, 11 * time.Second, 0, false}, // staler than KWOK's
+		{41 * time.Second, 45 * time.Second, 0, false}, // expired, whatever KWOK does
+		{12 * time.Second, 12 * time.Second, 3, false}, // nodes not Ready
+	} {
+		if got := oldest(c.ours, c.kwoks, c.notReady); got != c.ok {
+			t.Errorf("oldest Lease %s beside KWOK's %s, %d not Ready: met %v, want %v", c.ours, c.kwoks, c.notReady, got, c.ok)
 		}
 	}
 }

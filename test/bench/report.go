@@ -154,7 +154,7 @@ func Run(ctx context.Context, cfg Config, log io.Writer) ([]Row, error) {
 		rows = append(rows, r...)
 	}
 	if cfg.run("memory") {
-		for _, kind := range MemoryKinds {
+		for _, kind := range ControllerMemoryKinds {
 			b, err := MeasureMemory(ctx, kind, cfg.MemoryObjects)
 			if err != nil {
 				fail("cache memory per "+kind, err)
