@@ -166,6 +166,18 @@ type runner struct {
 	// back to owners.
 	related  map[string]relatedRef
 	relIndex relIndex
+	// names are the action names of each transition (*machine.Transition -> []string), made
+	// once and shared by every history record of it.
+	names sync.Map
+}
+
+// actionNames returns t's action names, the same slice for every record (read-only).
+func (r *runner) actionNames(t *machine.Transition) []string {
+	if n, ok := r.names.Load(t); ok {
+		return n.([]string)
+	}
+	n, _ := r.names.LoadOrStore(t, t.ActionNames())
+	return n.([]string)
 }
 
 type terminalMark struct {
@@ -502,7 +514,7 @@ func (r *runner) record(key string, st Step, outcome string) {
 	rec := Record{Time: r.e.o.Now(), Outcome: outcome, ErrorClass: string(st.Class),
 		From: st.From, To: st.To, Event: st.Event}
 	if st.Transition != nil {
-		rec.Actions = st.Transition.ActionNames()
+		rec.Actions = r.actionNames(st.Transition)
 	}
 	if outcome == "terminal" || outcome == "retry" || outcome == "pending" {
 		rec.To = st.From

@@ -11,7 +11,7 @@ type Record struct {
 	From    string    `json:"from"`
 	To      string    `json:"to"`
 	Event   string    `json:"event"`
-	Actions []string  `json:"actions,omitempty"`
+	Actions []string  `json:"actions,omitempty"` // shared by the records of one transition: read-only
 	// Outcome is "ok", "pending", "retry" or "terminal".
 	Outcome string `json:"outcome"`
 	Error   string `json:"error,omitempty"`
@@ -28,12 +28,26 @@ type history struct {
 
 func newHistory(limit int) *history { return &history{limit: limit, byKey: map[string][]Record{}} }
 
+// add appends r to key's records. A key's records never hold more than limit in capacity: at
+// 10,000 simulated nodes renewing a Lease every 10 s, append's doubling (and a fresh copy on
+// each trim) kept up to twice the limit per node, a third of the controller's heap.
 func (h *history) add(key string, r Record) {
+	if h.limit <= 0 {
+		return
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	rs := append(h.byKey[key], r)
-	if len(rs) > h.limit {
-		rs = append([]Record(nil), rs[len(rs)-h.limit:]...)
+	rs := h.byKey[key]
+	switch {
+	case len(rs) == h.limit:
+		copy(rs, rs[1:]) // the oldest goes
+		rs[len(rs)-1] = r
+	case len(rs) == cap(rs):
+		grown := make([]Record, len(rs), min(max(2*cap(rs), 4), h.limit))
+		copy(grown, rs)
+		rs = append(grown, r)
+	default:
+		rs = append(rs, r)
 	}
 	h.byKey[key] = rs
 }
