@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/draforge/draforge/engine"
 	"github.com/draforge/draforge/engine/metrics"
 )
 
@@ -121,7 +122,7 @@ func TestWidgetMachine(t *testing.T) {
 		if took > 5*time.Second {
 			t.Errorf("update took %s: not event-driven", took)
 		}
-		h := run.Engine.History(widgetMachine, key("plain"))
+		h := historyOf(run, key("plain"), 2)
 		if len(h) < 2 || h[0].Outcome != "ok" || h[0].From != "pending" || h[0].To != "ready" || h[0].Event != "make" ||
 			strings.Join(h[0].Actions, ",") != "injectFault,makeConfigMap" {
 			t.Errorf("history of plain starts %+v, want ok pending→ready on make", h)
@@ -145,7 +146,7 @@ func TestWidgetMachine(t *testing.T) {
 		if got := terminals("Conflict"); got != 0 {
 			t.Errorf("terminal_errors_total{class=Conflict} = %v, want 0", got)
 		}
-		h := run.Engine.History(widgetMachine, key("flaky"))
+		h := historyOf(run, key("flaky"), 3)
 		if len(h) < 3 {
 			t.Fatalf("history %+v, want 2 retries then ok", h)
 		}
@@ -314,4 +315,15 @@ func stableWrites(t *testing.T, m *metrics.Metrics) float64 {
 	}
 	t.Fatalf("write requests did not stop: %v", last)
 	return 0
+}
+
+// historyOf returns key's history once it holds at least n records (or after 2s): a pass records
+// its transition after writing the status the tests wait for.
+func historyOf(run *runningEngine, key string, n int) []engine.Record {
+	h := run.Engine.History(widgetMachine, key)
+	for deadline := time.Now().Add(2 * time.Second); len(h) < n && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+		h = run.Engine.History(widgetMachine, key)
+	}
+	return h
 }
