@@ -121,13 +121,12 @@ func MemoryObjects(kind string, n int) ([]k8sruntime.Object, error) {
 				return nil, err
 			}
 			renew := metav1.NewMicroTime(now)
+			lm := meta(node.Name, corev1.NamespaceNodeLease, n+i)
+			lm.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: node.Name, UID: m.UID}}
 			lease := &coordinationv1.Lease{
-				TypeMeta: metav1.TypeMeta{APIVersion: "coordination.k8s.io/v1", Kind: "Lease"},
-				ObjectMeta: metav1.ObjectMeta{Name: node.Name, Namespace: corev1.NamespaceNodeLease,
-					UID: types.UID(fmt.Sprintf("10000000-0000-0000-0000-%012d", i)), ResourceVersion: fmt.Sprint(1000 + n + i),
-					CreationTimestamp: metav1.Now(),
-					OwnerReferences:   []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: node.Name, UID: m.UID}}},
-				Spec: coordinationv1.LeaseSpec{HolderIdentity: &node.Name, LeaseDurationSeconds: ptrTo(int32(40)), RenewTime: &renew},
+				TypeMeta:   metav1.TypeMeta{APIVersion: "coordination.k8s.io/v1", Kind: "Lease"},
+				ObjectMeta: lm,
+				Spec:       coordinationv1.LeaseSpec{HolderIdentity: &node.Name, LeaseDurationSeconds: ptrTo(int32(40)), RenewTime: &renew},
 			}
 			if err := add(lease); err != nil {
 				return nil, err

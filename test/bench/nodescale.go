@@ -269,7 +269,7 @@ func (e *Env) preboundPods(ctx context.Context, proxy *CountingProxy, pid int, n
 	return p, nil
 }
 
-// firstSeen records when each name was first seen in a state.
+// firstSeen records when each name was first seen in a state; its zero value is ready to use.
 type firstSeen struct {
 	mu   sync.Mutex
 	seen map[string]time.Time
@@ -278,6 +278,9 @@ type firstSeen struct {
 func (f *firstSeen) mark(name string, at time.Time) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.seen == nil {
+		f.seen = map[string]time.Time{}
+	}
 	if _, ok := f.seen[name]; !ok {
 		f.seen[name] = at
 	}
@@ -312,7 +315,7 @@ type nodeWatch struct {
 // before it returns (the watches exist before the first create).
 func (e *Env) watchNodes(ctx context.Context, selector, prefix string) *nodeWatch {
 	ctx, cancel := context.WithCancel(ctx)
-	w := &nodeWatch{ready: firstSeen{seen: map[string]time.Time{}}, held: firstSeen{seen: map[string]time.Time{}}, stop: cancel}
+	w := &nodeWatch{stop: cancel}
 	nodes := informers.NewSharedInformerFactoryWithOptions(e.Setup, 0,
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = selector }))
 	leases := informers.NewSharedInformerFactoryWithOptions(e.Setup, 0, informers.WithNamespace("kube-node-lease"))

@@ -453,7 +453,7 @@ type podWatch struct {
 }
 
 func (e *Env) watchPods(ctx context.Context, ns string) *podWatch {
-	w := &podWatch{bound: firstSeen{seen: map[string]time.Time{}}, running: firstSeen{seen: map[string]time.Time{}}}
+	w := &podWatch{}
 	f := informers.NewSharedInformerFactoryWithOptions(e.Setup, 0, informers.WithNamespace(ns))
 	inf := f.Core().V1().Pods().Informer()
 	see := func(obj any) {

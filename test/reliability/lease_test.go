@@ -326,13 +326,8 @@ func testLeaderElectionOutage(t *testing.T, allocator string) {
 
 	createClaims(t, e, "new", class, 0, 5, 0)
 	created := time.Now()
-	allocBound := outageConverge
-	if allocator == "kube-scheduler" {
-		// kube-scheduler allocates, once its informers are back from the outage.
-		allocBound = schedulerReconnect
-	}
 	var after map[string]string
-	eventually(t, allocBound, func() (bool, string) {
+	eventually(t, allocationBound(allocator), func() (bool, string) {
 		after = allocations(t, e)
 		return len(after) == 10, fmt.Sprintf("%d of 10 allocated; %d allocation pods", len(after), allocationPods(t, e))
 	})

@@ -30,6 +30,15 @@ const (
 	schedulerReconnect = 2*30*time.Second + 10*time.Second + 20*time.Second
 )
 
+// allocationBound bounds how long new claims take to be allocated after kube-apiserver is back:
+// the controller's own allocator converges at once, kube-scheduler once its informers reconnect.
+func allocationBound(allocator string) time.Duration {
+	if allocator == "kube-scheduler" {
+		return schedulerReconnect
+	}
+	return outageConverge
+}
+
 type readyz struct {
 	Status      string    `json:"status"`
 	Ready       bool      `json:"ready"`
@@ -187,7 +196,6 @@ func testAPIServerOutage(t *testing.T, allocator string) {
 	eventually(t, outageConverge, func() (bool, string) { return checkPoolSlices(t, e, "gpus", 6, "node-a", "node-b") })
 	tl.add("pool change converged")
 	poolTook := time.Since(converge)
-	allocBound := outageConverge
 	if allocator == "kube-scheduler" {
 		// The controller's part converges at once: an allocation pod per new claim. The
 		// allocations are kube-scheduler's, whose informers reconnect with client-go's
@@ -198,10 +206,9 @@ func testAPIServerOutage(t *testing.T, allocator string) {
 		})
 		tl.add("allocation pods created")
 		t.Logf("FIGURE outage (%s): after the restart an allocation pod for each new claim in %s", allocator, time.Since(converge).Round(time.Millisecond))
-		allocBound = schedulerReconnect
 	}
 	var after map[string]string
-	eventually(t, allocBound, func() (bool, string) {
+	eventually(t, allocationBound(allocator), func() (bool, string) {
 		after = allocations(t, e)
 		return len(after) == 10, fmt.Sprintf("%d of 10 allocated; %d allocation pods", len(after), allocationPods(t, e))
 	})
