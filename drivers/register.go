@@ -18,6 +18,7 @@ import (
 	"github.com/draforge/draforge/drivers/claims"
 	"github.com/draforge/draforge/drivers/clusterview"
 	"github.com/draforge/draforge/drivers/computedomain"
+	"github.com/draforge/draforge/drivers/gpufabric"
 	"github.com/draforge/draforge/drivers/podnamespaces"
 	podsDriver "github.com/draforge/draforge/drivers/pods"
 	"github.com/draforge/draforge/drivers/pools"
@@ -99,5 +100,6 @@ func register(reg *engine.Registry, d Deps) (*Set, error) {
 	if _, err := computedomain.Register(reg, d.Informers, view.Pools, pd); err != nil {
 		return nil, err
 	}
+	gpufabric.Register(reg, d.Informers, view.Pools)
 	return &Set{Claims: c, Pools: p, Binding: b}, nil
 }

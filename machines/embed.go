@@ -18,7 +18,7 @@ var FS embed.FS
 // keep the two equal). Its drivers and the orphan-slice sweeper exist to serve them, so a
 // --machines directory, which replaces the embedded files, must declare each of them: without
 // the pool machine, say, the controller would report Ready and never publish a slice.
-var Names = []string{"claim", "computedomain", "node", "pod", "pool"}
+var Names = []string{"claim", "computedomain", "gpuclique", "node", "pod", "pool"}
 
 // Load loads and validates the built-in machines against known, the drivers' names (see
 // drivers.Names); errors name machines/<file>:line:col.

@@ -44,8 +44,8 @@ func TestDefault(t *testing.T) {
 		byName[m.Name] = m
 	}
 	pool, claim := byName["pool"], byName["claim"]
-	if len(ms) != 5 || pool == nil || claim == nil || byName["node"] == nil || byName["pod"] == nil || byName["computedomain"] == nil {
-		t.Fatalf("want machines claim, computedomain, node, pod and pool, got %d", len(ms))
+	if len(ms) != 6 || pool == nil || claim == nil || byName["node"] == nil || byName["pod"] == nil || byName["computedomain"] == nil || byName["gpuclique"] == nil {
+		t.Fatalf("want machines claim, computedomain, gpuclique, node, pod and pool, got %d", len(ms))
 	}
 	if got := strings.Join(pool.StateOrder, ","); got != "pending,synced,blocked,invalid,finalizing,terminal-error" {
 		t.Errorf("pool state order %s", got)
@@ -91,9 +91,10 @@ func TestDefault(t *testing.T) {
 	if claim.Triggers[2].Map != "driver:podClaims" || claim.Triggers[2].Resource.Resource != "pods" {
 		t.Errorf("claim pod trigger = %+v", claim.Triggers[2])
 	}
-	// Only the pod machine, standing for a kubelet, records no Transition Events.
+	// Only the pod machine, standing for a kubelet, and gpuclique, standing for GPU Feature
+	// Discovery, record no Transition Events.
 	for _, m := range ms {
-		if m.NoTransitionEvents != (m.Name == "pod") {
+		if m.NoTransitionEvents != (m.Name == "pod" || m.Name == "gpuclique") {
 			t.Errorf("machine %s: NoTransitionEvents %v", m.Name, m.NoTransitionEvents)
 		}
 	}
@@ -116,8 +117,8 @@ func TestDefaultIsEveryRequiredMachine(t *testing.T) {
 	if miss := machine.Missing(ms, machines.Names); miss != nil {
 		t.Errorf("machine.Missing(Default) = %v", miss)
 	}
-	if miss := machine.Missing(ms[2:4], machines.Names); !slices.Equal(miss, []string{"claim", "computedomain", "pool"}) {
-		t.Errorf("machine.Missing(node, pod) = %v, want [claim computedomain pool]", miss)
+	if miss := machine.Missing(ms[3:5], machines.Names); !slices.Equal(miss, []string{"claim", "computedomain", "gpuclique", "pool"}) {
+		t.Errorf("machine.Missing(node, pod) = %v, want [claim computedomain gpuclique pool]", miss)
 	}
 }
 

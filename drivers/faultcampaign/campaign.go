@@ -14,8 +14,9 @@
 //     Start + Duration (Duration 0: no end). Faults stay once caused, as the NVIDIA driver's
 //     taints stay until its plugin restarts; clearing them is removing the faults.
 //
-// gpu-lost is drawn per node (index -1): the driver taints the whole node for it, so one fault
-// per hit node names device 0.
+// gpu-lost and fabric-detached are drawn per node (index -1, simdevice.NodeWide): the driver
+// taints the whole node for gpu-lost, so one fault per hit node names device 0; a node whose
+// fabric went down has every GPU detached, one fault per device, all at the node's time.
 package faultcampaign
 
 import (
@@ -97,31 +98,33 @@ func Schedule(c Campaign, nodes []string, devices int) ([]Timed, error) {
 	ns := slices.Clone(nodes)
 	slices.Sort(ns)
 	ns = slices.Compact(ns)
-	perNode := c.Mode == simdevice.FaultGPULost
+	perNode := simdevice.NodeWide(c.Mode)
 	units := len(ns) * devices
 	if perNode {
 		units = len(ns)
 	}
+	fault := func(node string, device int) simdevice.Fault {
+		f := simdevice.Fault{Device: intstr.FromInt32(int32(device)), Node: node, Mode: c.Mode}
+		if c.XID != nil {
+			x := *c.XID
+			f.XID = &x
+		}
+		return f
+	}
 	var out []Timed
 	for _, node := range ns {
-		for i := range devices {
-			idx := i
-			if perNode {
-				if i > 0 {
-					break
+		if perNode {
+			if at, ok := onsetOf(c, simdevice.CampaignDraw(c.Seed, node, -1), units); ok {
+				for _, f := range simdevice.NodeFaults(fault(node, 0), devices) {
+					out = append(out, Timed{Fault: f, At: at})
 				}
-				idx = -1
 			}
-			at, ok := onsetOf(c, simdevice.CampaignDraw(c.Seed, node, idx), units)
-			if !ok {
-				continue
+			continue
+		}
+		for i := range devices {
+			if at, ok := onsetOf(c, simdevice.CampaignDraw(c.Seed, node, i), units); ok {
+				out = append(out, Timed{Fault: fault(node, i), At: at})
 			}
-			f := simdevice.Fault{Device: intstr.FromInt32(int32(max(idx, 0))), Node: node, Mode: c.Mode}
-			if c.XID != nil {
-				x := *c.XID
-				f.XID = &x
-			}
-			out = append(out, Timed{Fault: f, At: at})
 		}
 	}
 	return out, nil

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -129,6 +130,41 @@ func TestGPULostIsPerNode(t *testing.T) {
 		if f.Device.IntValue() != 0 || f.Mode != simdevice.FaultGPULost || f.XID != nil {
 			t.Fatalf("fault %+v: gpu-lost names device 0 of the node", f)
 		}
+	}
+}
+
+// TestFabricDetachedIsPerNode: a node whose fabric goes down has every GPU detached at once, the
+// nodes hit being the same as a pool's fabric-detached campaign with the same seed.
+func TestFabricDetachedIsPerNode(t *testing.T) {
+	nodes := nodeNames(400)
+	c := Campaign{Seed: 5, Mode: simdevice.FaultFabricDetached, RatePerHour: 40}
+	timed, err := Schedule(c, nodes, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := map[string]time.Duration{}
+	devices := map[string]int{}
+	for _, f := range timed {
+		if t0, ok := at[f.Node]; ok && t0 != f.At {
+			t.Fatalf("%s: GPUs detached at %v and %v", f.Node, t0, f.At)
+		}
+		at[f.Node] = f.At
+		devices[f.Node]++
+	}
+	for n, d := range devices {
+		if d != 4 {
+			t.Errorf("%s: %d GPUs detached, want all 4", n, d)
+		}
+	}
+	fs := mustExpand(t, Campaign{Seed: 5, Mode: simdevice.FaultFabricDetached, Fraction: 0.25}, nodes, 4, 0)
+	within(t, "a quarter of 400 nodes, 4 GPUs each", len(fs)/4, 400, 0.25)
+	spec := simdevice.PoolSpec{DeviceCount: 4, FaultCampaigns: []simdevice.FaultCampaign{{Seed: 5, Mode: simdevice.FaultFabricDetached, Fraction: 0.25}}}
+	var pool []simdevice.Fault
+	for _, n := range nodes {
+		pool = append(pool, spec.CampaignFaults(n)...)
+	}
+	if !reflect.DeepEqual(pool, fs) {
+		t.Errorf("the pool's campaign hits %d faults, the expanded campaign %d: want the same", len(pool), len(fs))
 	}
 }
 

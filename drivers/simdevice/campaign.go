@@ -17,7 +17,7 @@ const MaxFaultCampaigns = 16
 // CampaignModes are the modes a fault campaign can give: every fault mode but healthy (no fault)
 // and binding-failure (binding conditions are per device group, and campaigns are not allowed
 // with deviceGroups).
-var CampaignModes = []FaultMode{FaultUnhealthy, FaultCapacityExhausted, FaultDisappear, FaultXID, FaultECC, FaultNVLink, FaultGPULost, FaultUnmonitored}
+var CampaignModes = []FaultMode{FaultUnhealthy, FaultCapacityExhausted, FaultDisappear, FaultXID, FaultECC, FaultNVLink, FaultGPULost, FaultUnmonitored, FaultFabricDetached}
 
 // CampaignDraw is a physical device's number in [0, 1) for a campaign with seed: the top 53 bits
 // of SHA-256(seed, node, index); index -1 draws for the whole node. Each device's draw is
@@ -37,16 +37,15 @@ func CampaignDraw(seed int64, node string, index int) float64 {
 }
 
 // CampaignFaults returns the faults the pool's fault campaigns cause on node, in campaign then
-// device order: one per hit device, or for gpu-lost one per hit node (device 0; the driver
-// taints the whole node). The pool must be valid.
+// device order: one per hit device, or for a node-wide mode (NodeWide) the node's faults when
+// the node is hit. The pool must be valid.
 func (s *PoolSpec) CampaignFaults(node string) []Fault {
 	var out []Fault
 	for _, c := range s.FaultCampaigns {
 		f := Fault{Node: node, Mode: c.Mode, XID: c.XID}
-		if c.Mode == FaultGPULost {
+		if NodeWide(c.Mode) {
 			if CampaignDraw(c.Seed, node, -1) < c.Fraction {
-				f.Device = intstr.FromInt32(0)
-				out = append(out, f)
+				out = append(out, NodeFaults(f, s.DeviceCount)...)
 			}
 			continue
 		}
@@ -56,6 +55,28 @@ func (s *PoolSpec) CampaignFaults(node string) []Fault {
 				out = append(out, f)
 			}
 		}
+	}
+	return out
+}
+
+// NodeWide reports whether a campaign of mode m hits whole nodes (one draw per node, index -1)
+// rather than devices: gpu-lost, which the driver cannot pin on one GPU, and fabric-detached,
+// a node's NVLink fabric going down (its NVSwitch trays or fabric manager), which takes every
+// GPU of the node out of the clique.
+func NodeWide(m FaultMode) bool { return m == FaultGPULost || m == FaultFabricDetached }
+
+// NodeFaults are the faults a node-wide campaign gives a hit node of a pool with devices
+// physical devices, f carrying the node and mode: gpu-lost once (device 0: the driver taints
+// every device anyway), fabric-detached on every device.
+func NodeFaults(f Fault, devices int) []Fault {
+	if f.Mode != FaultFabricDetached {
+		f.Device = intstr.FromInt32(0)
+		return []Fault{f}
+	}
+	out := make([]Fault, devices)
+	for i := range out {
+		out[i] = f
+		out[i].Device = intstr.FromInt32(int32(i))
 	}
 	return out
 }

@@ -59,9 +59,9 @@ func healthFaultsRefused(p Profile) string {
 		return fmt.Sprintf("profile %q mirrors the NVIDIA driver's DynamicMIG mode, which the driver does not run together with its NVML health monitor (feature gates DynamicMIG and NVMLDeviceHealthCheck are mutually exclusive), so it publishes no health taints; %s", p, want)
 	case def.driver != NvidiaDriverName:
 		if p == "" {
-			return "driver-shaped fault modes are health events of the NVIDIA GPU driver and the pool has no profile: " + want
+			return "driver-shaped fault modes are events of NVIDIA GPUs (the driver's health events, the NVLink fabric's state) and the pool has no profile: " + want
 		}
-		return fmt.Sprintf("driver-shaped fault modes are health events of the NVIDIA GPU driver and profile %q does not mirror it: %s", p, want)
+		return fmt.Sprintf("driver-shaped fault modes are events of NVIDIA GPUs (the driver's health events, the NVLink fabric's state) and profile %q does not mirror it: %s", p, want)
 	}
 	return ""
 }

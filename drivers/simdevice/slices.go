@@ -98,6 +98,7 @@ func (p *Pool) Targets(node *corev1.Node) bool {
 //     ignores) on the device, gpu.nvidia.com/gpu-lost:NoSchedule on every device of the node,
 //     gpu.nvidia.com/unmonitored:None on the device. A later XID on a device replaces the
 //     earlier one's value and effect. Removing the fault removes the taint.
+//   - fabric-detached: nothing in the slices (see NVLinkFabric for what it changes).
 func DesiredSlices(pool *Pool, nodes []*corev1.Node) ([]*resourcev1.ResourceSlice, error) {
 	if pool == nil {
 		return nil, errors.New("simdevice: nil pool")
@@ -164,6 +165,9 @@ func (p *Pool) nodeSlices(node string) []*resourcev1.ResourceSlice {
 			// One device per event (the XID's GPU; unmonitored: every device of the GPU whose
 			// events could not be registered), one taint per key (AddOrUpdateTaint).
 			taints[ref] = setTaint(taints[ref], nvidiaHealthTaint(f))
+		case FaultFabricDetached:
+			// Nothing published: the driver does not read the NVLink fabric's state (v0.4.1).
+			// GPU Feature Discovery's node label does (NVLinkFabric, drivers/gpufabric).
 		}
 	}
 

@@ -121,14 +121,19 @@ const (
 	FaultGPULost FaultMode = "gpu-lost"
 	// FaultUnmonitored is a GPU whose events the driver could not register.
 	FaultUnmonitored FaultMode = "unmonitored"
+	// FaultFabricDetached is a GPU whose NVLink fabric is not attached (NVML's GPU fabric info
+	// not COMPLETED with SUCCESS): the GPU driver publishes nothing for it, but GPU Feature
+	// Discovery labels the node's NVLink clique only from attached GPUs (drivers/gpufabric).
+	FaultFabricDetached FaultMode = "fabric-detached"
 )
 
 // FaultModes lists every fault mode: DRAForge's own, then the driver-shaped ones.
 var FaultModes = []FaultMode{FaultHealthy, FaultUnhealthy, FaultCapacityExhausted, FaultDisappear, FaultBindingFailure,
-	FaultXID, FaultECC, FaultNVLink, FaultGPULost, FaultUnmonitored}
+	FaultXID, FaultECC, FaultNVLink, FaultGPULost, FaultUnmonitored, FaultFabricDetached}
 
-// DriverFaultModes are the driver-shaped fault modes.
-var DriverFaultModes = []FaultMode{FaultXID, FaultECC, FaultNVLink, FaultGPULost, FaultUnmonitored}
+// DriverFaultModes are the driver-shaped fault modes: the NVIDIA GPU driver's health events
+// and the NVLink fabric state its stack reads.
+var DriverFaultModes = []FaultMode{FaultXID, FaultECC, FaultNVLink, FaultGPULost, FaultUnmonitored, FaultFabricDetached}
 
 // AttributeValue is a typed device attribute; exactly one field must be set.
 type AttributeValue struct {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/draforge/draforge/drivers/allocationpod"
 	"github.com/draforge/draforge/drivers/simdevice"
+	"github.com/draforge/draforge/drivers/gpufabric"
 	"github.com/draforge/draforge/drivers/simnode"
 	"github.com/draforge/draforge/test/helmtool"
 )
@@ -49,7 +50,8 @@ func TestHelmRBACScope(t *testing.T) {
 	user := "system:serviceaccount:" + e.Namespace + ":" + controllerSA
 
 	suffix := rand.String(5)
-	simNode := mkNode(t, e, "scope-sim-"+suffix, map[string]string{simnode.LabelSimulated: simnode.LabelSimulatedValue})
+	simNode := mkNode(t, e, "scope-sim-"+suffix, map[string]string{simnode.LabelSimulated: simnode.LabelSimulatedValue,
+		gpufabric.CliqueLabel: "a1b2c3d4-e5f6-7890-abcd-ef1234567890.0"})
 	realNode := mkNode(t, e, "scope-real-"+suffix, nil)
 
 	// Another driver's slice, published by hand as a real driver would (no DRAForge label).
@@ -123,6 +125,11 @@ func TestHelmRBACScope(t *testing.T) {
 		if _, err := ctl.CoreV1().Nodes().Patch(ctx, simNode, types.MergePatchType, readyPatch(), metav1.PatchOptions{}, "status"); err != nil {
 			t.Errorf("patch the status of simulated node %s: %v", simNode, err)
 		}
+		// A simulated node's GPU clique label, as simulated GPU Feature Discovery drops it.
+		leave := `{"metadata":{"labels":{"` + gpufabric.CliqueLabel + `":null},"annotations":{"` + gpufabric.DetachedCliqueAnnotation + `":"a1b2c3d4-e5f6-7890-abcd-ef1234567890.0"}}}`
+		if _, err := ctl.CoreV1().Nodes().Patch(ctx, simNode, types.MergePatchType, []byte(leave), metav1.PatchOptions{}); err != nil {
+			t.Errorf("drop the GPU clique label of simulated node %s: %v", simNode, err)
+		}
 	})
 
 	t.Run("controller cannot", func(t *testing.T) {
@@ -151,7 +158,20 @@ func TestHelmRBACScope(t *testing.T) {
 
 		// A real node's status.
 		_, err = ctl.CoreV1().Nodes().Patch(ctx, realNode, types.MergePatchType, readyPatch(), metav1.PatchOptions{}, "status")
-		wantPolicyDenied(t, "patch a real node's status", err, policy, "writes the status only of Nodes labelled draforge.oaslananka/simulated=true")
+		wantPolicyDenied(t, "patch a real node's status", err, policy, "writes only Nodes labelled draforge.oaslananka/simulated=true")
+		// A real node's clique label; a simulated node's other labels, annotations and spec.
+		clique := `{"metadata":{"labels":{"` + gpufabric.CliqueLabel + `":null}}}`
+		_, err = ctl.CoreV1().Nodes().Patch(ctx, realNode, types.MergePatchType, []byte(clique), metav1.PatchOptions{})
+		wantPolicyDenied(t, "drop a real node's clique label", err, policy, "writes only Nodes labelled draforge.oaslananka/simulated=true")
+		for what, patch := range map[string]string{
+			"label a simulated node":                `{"metadata":{"labels":{"topology.kubernetes.io/rack":"rack-9"}}}`,
+			"annotate a simulated node":             `{"metadata":{"annotations":{"example.com/note":"x"}}}`,
+			"cordon a simulated node":               `{"spec":{"unschedulable":true}}`,
+			"unlabel a simulated node as simulated": `{"metadata":{"labels":{"` + simnode.LabelSimulated + `":null}}}`,
+		} {
+			_, err = ctl.CoreV1().Nodes().Patch(ctx, simNode, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+			wantPolicyDenied(t, what, err, policy, "changes only the label nvidia.com/gpu.clique")
+		}
 
 		// Pods in a listed namespace that are not its allocation pods, or not being deleted.
 		plain := allocationPodLike("scope-plain-"+suffix, listed)

@@ -87,7 +87,7 @@ func cueProfiles() []byte {
 		fmt.Fprintf(&b, "\t%q: %d\n", p, simdevice.DevicesPerPhysical(p))
 	}
 	b.WriteString("}\n\n")
-	b.WriteString("// #DriverFaultModes are the fault modes that are a real driver's health events; #HealthEventProfiles the profiles that publish them (drivers/simdevice DriverFaultModes, HealthEventProfiles).\n")
+	b.WriteString("// #DriverFaultModes are the fault modes that are events of a real driver's devices (health events, NVLink fabric state); #HealthEventProfiles the profiles that publish them (drivers/simdevice DriverFaultModes, HealthEventProfiles).\n")
 	fmt.Fprintf(&b, "#DriverFaultModes: [%s]\n", quoted(strs(simdevice.DriverFaultModes), `"`))
 	fmt.Fprintf(&b, "#HealthEventProfiles: [%s]\n\n", quoted(strs(simdevice.HealthEventProfiles()), `"`))
 	b.WriteString("// #QuantityPattern is the grammar of a non-negative quantity string (drivers/simdevice QuantityPattern).\n")
@@ -125,7 +125,7 @@ func driverFaultRule() [3]string {
 	return [3]string{
 		fmt.Sprintf("((!has(self.faults) || !self.faults.exists(f, has(f.mode) && f.mode in [%[1]s])) && (!has(self.faultCampaigns) || !self.faultCampaigns.exists(c, has(c.mode) && c.mode in [%[1]s]))) || (has(self.profile) && self.profile in [%[2]s])",
 			quoted(strs(simdevice.DriverFaultModes), "'"), quoted(strs(simdevice.HealthEventProfiles()), "'")),
-		fmt.Sprintf("fault modes %s are health events of the NVIDIA GPU driver: the pool's profile must mirror it (%s; its DynamicMIG profiles publish no health taints)",
+		fmt.Sprintf("fault modes %s are events of NVIDIA GPUs (the driver's health events, the NVLink fabric's state): the pool's profile must mirror the NVIDIA GPU driver (%s; its DynamicMIG profiles publish no health taints)",
 			strings.Join(strs(simdevice.DriverFaultModes), ", "), strings.Join(strs(simdevice.HealthEventProfiles()), ", ")),
 		".faults",
 	}

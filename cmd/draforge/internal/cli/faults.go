@@ -43,11 +43,14 @@ driver's health events publish its taints: xid (with --xid, e.g. 79) and ecc (XI
 nvlink (XID 74) taint the device gpu.nvidia.com/xid=<XID>:NoSchedule (effect None for the XIDs
 the driver ignores: 13, 31, 43, 45, 68, 109); gpu-lost taints every device of the node
 gpu.nvidia.com/gpu-lost:NoSchedule; unmonitored taints the device gpu.nvidia.com/unmonitored:None.
-NoSchedule keeps new claims off the device and leaves running pods alone. --mode healthy clears
-the fault and its taint.`,
+NoSchedule keeps new claims off the device and leaves running pods alone. fabric-detached
+detaches the GPU's NVLink fabric: nothing is published, but once every GPU of a node is
+detached the node loses GPU Feature Discovery's nvidia.com/gpu.clique label until one is back.
+--mode healthy clears the fault and its taint.`,
 		Example: `  draforge inject-fault gpus --device 1 --node node-a --mode xid --xid 79
   draforge inject-fault gpus --device gpu-0 --mode ecc
-  draforge inject-fault gpus --device 1 --node node-a --mode healthy`,
+  draforge inject-fault gpus --device 1 --node node-a --mode healthy
+  draforge inject-fault gpus --device gpu-2 --node nvl72-r0-3 --mode fabric-detached`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if device == "" {
@@ -74,7 +77,7 @@ the fault and its taint.`,
 	}
 	cmd.Flags().StringVar(&device, "device", "", "device name (gpu-1) or index (1)")
 	cmd.Flags().StringVar(&node, "node", "", "node the fault applies to (default: every targeted node)")
-	cmd.Flags().StringVar(&mode, "mode", "unhealthy", "unhealthy, capacity-exhausted, disappear, binding-failure or healthy; for NVIDIA-profile pools also xid, ecc, nvlink, gpu-lost or unmonitored")
+	cmd.Flags().StringVar(&mode, "mode", "unhealthy", "unhealthy, capacity-exhausted, disappear, binding-failure or healthy; for NVIDIA-profile pools also xid, ecc, nvlink, gpu-lost, unmonitored or fabric-detached")
 	cmd.Flags().Int64Var(&xid, "xid", 0, "XID code of an xid fault (e.g. 79)")
 	return cmd
 }
@@ -182,7 +185,7 @@ ends it. spec.faults holds at most 256 faults.`,
 		},
 	}
 	cmd.Flags().Int64Var(&c.Seed, "seed", 0, "seed of the campaign's draws")
-	cmd.Flags().StringVar(&mode, "mode", "", "fault mode of every hit device (not healthy); xid, ecc, nvlink, gpu-lost, unmonitored for NVIDIA-profile pools")
+	cmd.Flags().StringVar(&mode, "mode", "", "fault mode of every hit device (not healthy); xid, ecc, nvlink, gpu-lost, unmonitored, fabric-detached (per node) for NVIDIA-profile pools")
 	cmd.Flags().Int64Var(&xid, "xid", 0, "XID code with --mode xid")
 	cmd.Flags().Float64Var(&c.Fraction, "fraction", 0, "fraction of the devices hit, in (0, 1]")
 	cmd.Flags().Float64Var(&c.RatePerHour, "rate-per-hour", 0, "faults per hour over the whole pool at first")
