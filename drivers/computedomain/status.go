@@ -27,9 +27,6 @@ import (
 // Names of the driver and its API (pkg/... and api/nvidia.com/resource/v1beta1 at v0.4.1).
 const (
 	DriverName = "compute-domain.nvidia.com"
-	// CliqueLabel is GPU Feature Discovery's node label "<cluster UUID>.<clique ID>": the NVLink
-	// domain (e.g. one NVL72 rack) the node's GPUs belong to.
-	CliqueLabel = "nvidia.com/gpu.clique"
 	// ChannelConfigKind is the opaque config the workload claim template carries.
 	ChannelConfigKind = "ComputeDomainChannelConfig"
 	Ready             = "Ready"

@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/draforge/draforge/drivers/allocator"
+	"github.com/draforge/draforge/drivers/gpufabric"
 	"github.com/draforge/draforge/drivers/inventory"
 )
 
@@ -54,6 +55,16 @@ type PodResult struct {
 	Devices []PodDevice `json:"devices,omitempty"`
 	// Gang is the PodGroup the pod belongs to (spec.schedulingGroup), if any.
 	Gang *PodGang `json:"gang,omitempty"`
+	// LeftClique are the nodes that left their NVLink clique (every GPU's fabric detached, so
+	// GPU Feature Discovery dropped nvidia.com/gpu.clique), listed for a pending pod that needs
+	// the clique label.
+	LeftClique []CliqueNode `json:"leftClique,omitempty"`
+}
+
+// CliqueNode is a node out of its NVLink clique, and the clique it left.
+type CliqueNode struct {
+	Node   string `json:"node"`
+	Clique string `json:"clique"`
 }
 
 // PodGang is a pod's PodGroup and how far its gang got: kube-scheduler places a gang's pods
@@ -171,8 +182,54 @@ func ExplainPod(ctx context.Context, s *inventory.Snapshot, namespace, name stri
 		r.Claims = append(r.Claims, pc)
 	}
 	r.Gang = podGang(s, pod)
+	if r.Node == "" && needsClique(pod) {
+		r.LeftClique = leftClique(s)
+	}
 	r.Summary = podSummary(pod, r)
 	return r, nil
+}
+
+// needsClique reports whether the pod can only run on a node labelled with an NVLink clique:
+// a node selector or required node affinity on the label, or required pod affinity with it as
+// topology key.
+func needsClique(pod *corev1.Pod) bool {
+	if _, ok := pod.Spec.NodeSelector[gpufabric.CliqueLabel]; ok {
+		return true
+	}
+	a := pod.Spec.Affinity
+	if a == nil {
+		return false
+	}
+	if na := a.NodeAffinity; na != nil && na.RequiredDuringSchedulingIgnoredDuringExecution != nil {
+		for _, term := range na.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
+			for _, e := range term.MatchExpressions {
+				if e.Key == gpufabric.CliqueLabel && e.Operator != corev1.NodeSelectorOpDoesNotExist && e.Operator != corev1.NodeSelectorOpNotIn {
+					return true
+				}
+			}
+		}
+	}
+	if pa := a.PodAffinity; pa != nil {
+		for _, term := range pa.RequiredDuringSchedulingIgnoredDuringExecution {
+			if term.TopologyKey == gpufabric.CliqueLabel {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// leftClique lists the nodes whose clique label is gone while their fabric is detached.
+func leftClique(s *inventory.Snapshot) []CliqueNode {
+	var out []CliqueNode
+	for _, n := range s.Nodes {
+		if c, kept := n.Annotations[gpufabric.DetachedCliqueAnnotation]; kept {
+			if _, labelled := n.Labels[gpufabric.CliqueLabel]; !labelled {
+				out = append(out, CliqueNode{Node: n.Name, Clique: c})
+			}
+		}
+	}
+	return out
 }
 
 // podGang reads the pod's PodGroup and its members from s (nil for a pod in no group).
@@ -322,6 +379,13 @@ func podSummary(pod *corev1.Pod, r *PodResult) string {
 	if r.Scheduler != nil && r.Scheduler.Message != "" {
 		why = append(why, "scheduler: "+r.Scheduler.Message)
 	}
+	if len(r.LeftClique) > 0 {
+		var nodes []string
+		for _, n := range r.LeftClique {
+			nodes = append(nodes, n.Node)
+		}
+		why = append(why, fmt.Sprintf("the pod needs an NVLink clique and %d node(s) left theirs (NVLink fabric detached): %s", len(nodes), strings.Join(nodes, ", ")))
+	}
 	if len(why) == 0 {
 		return "not scheduled yet (the scheduler has not written a reason)"
 	}
@@ -339,6 +403,9 @@ func RenderPod(w io.Writer, r *PodResult, opts RenderOptions) error {
 		fmt.Fprintf(&b, "Scheduler: %s: %s\n", r.Scheduler.Reason, r.Scheduler.Message)
 	}
 	fmt.Fprintf(&b, "Summary:   %s\n", r.Summary)
+	for _, n := range r.LeftClique {
+		fmt.Fprintf(&b, "Clique:    node %s left clique %s: every GPU's NVLink fabric is detached, so GPU Feature Discovery dropped %s\n", n.Node, n.Clique, gpufabric.CliqueLabel)
+	}
 	if g := r.Gang; g != nil {
 		renderGang(&b, g)
 	}

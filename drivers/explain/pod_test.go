@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
+	"github.com/draforge/draforge/drivers/gpufabric"
 	"github.com/draforge/draforge/drivers/inventory"
 	it "github.com/draforge/draforge/drivers/inventory/inventorytest"
 )
@@ -233,5 +234,47 @@ func TestPodGang(t *testing.T) {
 	s.PodGroupsRead = false
 	if r, out = renderPod(t, s, "demo", "big-0"); !r.Gang.Unread || strings.Contains(r.Summary, "does not exist") || !strings.Contains(out, "(PodGroups were not read for this view)") || !strings.Contains(out, "Members: 3 pods, 0 placed") {
 		t.Errorf("unread PodGroups: %s\n%s", r.Summary, out)
+	}
+}
+
+// A pending pod that needs an NVLink clique names the nodes that left theirs; a pod that does
+// not need one, or is already placed, does not.
+func TestPodNeedingCliqueNamesNodesOutOfIt(t *testing.T) {
+	s := it.Healthy()
+	const clique = "a1b2c3d4-e5f6-7890-abcd-ef1234567890.0"
+	for _, n := range s.Nodes {
+		switch n.Name {
+		case "node-a":
+			n.Annotations = map[string]string{gpufabric.DetachedCliqueAnnotation: clique}
+		case "node-b":
+			n.Labels = map[string]string{gpufabric.CliqueLabel: clique}
+		}
+	}
+	affinity := func(op corev1.NodeSelectorOperator) *corev1.Affinity {
+		return &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+			NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: gpufabric.CliqueLabel, Operator: op}}}}}}}
+	}
+	pod := func(name string, a *corev1.Affinity, selector map[string]string) {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: name}, Spec: corev1.PodSpec{Affinity: a, NodeSelector: selector}}
+		unschedulable(p, "0/2 nodes are available: 1 node(s) didn't match Pod's node affinity/selector.")
+		s.Pods = append(s.Pods, p)
+	}
+	pod("affinity", affinity(corev1.NodeSelectorOpExists), nil)
+	pod("selector", nil, map[string]string{gpufabric.CliqueLabel: clique})
+	pod("pod-affinity", &corev1.Affinity{PodAffinity: &corev1.PodAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{
+		{TopologyKey: gpufabric.CliqueLabel, LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"job": "train"}}}}}}, nil)
+	pod("avoids-cliques", affinity(corev1.NodeSelectorOpDoesNotExist), nil)
+	pod("plain", nil, nil)
+	s.Sort()
+	for name, want := range map[string]bool{"affinity": true, "selector": true, "pod-affinity": true, "avoids-cliques": false, "plain": false} {
+		r, out := renderPod(t, s, "demo", name)
+		line := "Clique:    node node-a left clique " + clique + ": every GPU's NVLink fabric is detached, so GPU Feature Discovery dropped nvidia.com/gpu.clique"
+		summary := "the pod needs an NVLink clique and 1 node(s) left theirs (NVLink fabric detached): node-a"
+		if got := strings.Contains(out, line) && strings.Contains(r.Summary, summary); got != want {
+			t.Errorf("%s: clique named %v, want %v:\n%s", name, got, want, out)
+		}
+		if want && (len(r.LeftClique) != 1 || r.LeftClique[0] != (CliqueNode{Node: "node-a", Clique: clique})) {
+			t.Errorf("%s: LeftClique %+v", name, r.LeftClique)
+		}
 	}
 }

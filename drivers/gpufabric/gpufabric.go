@@ -35,6 +35,15 @@ const (
 	DetachedCliqueAnnotation = "draforge.oaslananka/detached-gpu-clique"
 )
 
+// Clique is the NVLink clique a node's GPUs belong to: its label, or while its fabric is
+// detached the clique kept for it ("" for a node without NVLink).
+func Clique(labels, annotations map[string]string) string {
+	if c, ok := labels[CliqueLabel]; ok {
+		return c
+	}
+	return annotations[DetachedCliqueAnnotation]
+}
+
 // Driver reads simulated nodes and the decoded pools from the controller's view.
 type Driver struct {
 	inf   *engine.Informers
@@ -86,8 +95,8 @@ func Of(node *corev1.Node, pools []*simdevice.Pool) Fabric {
 // is gone, so a pool selecting nodes by clique keeps counting the GPUs that took the node out
 // of it (else the label would come back, and go again, forever).
 func hardware(name string, labels, annotations map[string]string) *corev1.Node {
-	if c, ok := annotations[DetachedCliqueAnnotation]; ok {
-		if _, labelled := labels[CliqueLabel]; !labelled {
+	if _, labelled := labels[CliqueLabel]; !labelled {
+		if c, ok := annotations[DetachedCliqueAnnotation]; ok {
 			labels = maps.Clone(labels)
 			if labels == nil {
 				labels = map[string]string{}

@@ -81,7 +81,7 @@ func TestDetachedNodeStaysTargeted(t *testing.T) {
 	reg := engine.NewRegistry()
 	d := Register(reg, inf, pools)
 	pool := pooltest.Object("ml", "gb200", map[string]any{"deviceType": "gpu", "deviceCount": int64(4), "profile": "nvidia-gpu-gb200",
-		"nodeSelector": map[string]any{CliqueLabel: clique},
+		"nodeSelector":   map[string]any{CliqueLabel: clique},
 		"faultCampaigns": []any{map[string]any{"seed": int64(1), "mode": "fabric-detached", "fraction": float64(1)}}})
 	pools.Upsert(pool)
 	node := func(name string, labels, annotations map[string]string) *corev1.Node {

@@ -127,6 +127,10 @@ func TestFabricFaultLeavesClique(t *testing.T) {
 		return false, fmt.Sprintf("after: node %q conditions %+v", p.Spec.NodeName, p.Status.Conditions)
 	})
 	podPhase("before", corev1.PodRunning, time.Second)
+	ex := runCLI(t, "explain", "-n", e.Namespace, "pod/after")
+	if want := "Clique:    node " + faulty + " left clique " + clique + ": every GPU's NVLink fabric is detached"; !strings.Contains(ex.stdout, want) {
+		t.Errorf("explain lacks %q:\n%s\n%s", want, ex.stdout, ex.stderr)
+	}
 
 	// The fabric back: the same clique, and the waiting pod runs.
 	mustCLI(t, "clear-faults", "gb200", "-n", e.Namespace)

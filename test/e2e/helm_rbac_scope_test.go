@@ -16,8 +16,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/draforge/draforge/drivers/allocationpod"
-	"github.com/draforge/draforge/drivers/simdevice"
 	"github.com/draforge/draforge/drivers/gpufabric"
+	"github.com/draforge/draforge/drivers/simdevice"
 	"github.com/draforge/draforge/drivers/simnode"
 	"github.com/draforge/draforge/test/helmtool"
 )
