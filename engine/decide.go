@@ -66,7 +66,7 @@ type Condition struct{ Type, Status, Reason, Message string }
 // Decide is the pure decision step: derive the state, choose the transition, render the
 // conditions. It performs no I/O besides asking in.Facts.
 func Decide(m *machine.Machine, in Input) Step {
-	ev := evaluator{m: m, in: in}
+	ev := evaluator{m: m, in: in, recheck: new(time.Duration)}
 	from, err := ev.derive()
 	if err != nil {
 		return ErrorStep(m, Step{From: from, To: from}, err, in.Retries)
@@ -105,6 +105,10 @@ func Decide(m *machine.Machine, in Input) Step {
 	st.RequeueAfter = m.States[st.To].RequeueAfter
 	if wait > 0 && (st.RequeueAfter == 0 || wait < st.RequeueAfter) && st.Transition == nil {
 		st.RequeueAfter = wait
+	}
+	// A fact that changes by itself is looked at again when it does.
+	if r := *ev.recheck; r > 0 && (st.RequeueAfter == 0 || r < st.RequeueAfter) {
+		st.RequeueAfter = r
 	}
 	if st.Conditions, err = RenderConditions(m, st.To, in, nil); err != nil {
 		return ErrorStep(m, st, err, in.Retries)

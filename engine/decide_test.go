@@ -546,3 +546,36 @@ func TestHandleOutcomes(t *testing.T) {
 		t.Errorf("history %+v", h)
 	}
 }
+
+// TestDecideFactRecheck: an observation that changes by itself (RecheckAfter) requeues the key
+// no later than it says, below the state's timers, whether or not a transition fires.
+func TestDecideFactRecheck(t *testing.T) {
+	m := loadJob(t)
+	lease := map[string]map[string]any{"lease": {"spec": map[string]any{"renewTime": t0.Format(time.RFC3339)}}}
+	for _, tc := range []struct {
+		name    string
+		recheck time.Duration
+		want    time.Duration
+	}{
+		{"sooner than the heartbeat timer", 4 * time.Second, 4 * time.Second},
+		{"later than the heartbeat timer", time.Hour, 10 * time.Second},
+		{"none", 0, 10 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &fakeFacts{facts: map[string]Fact{"load": {Holds: true, RecheckAfter: tc.recheck}}, related: lease}
+			st := decide(m, job(withReady("Running", 3)), f)
+			if st.Err != nil || st.Transition != nil || st.RequeueAfter != tc.want {
+				t.Errorf("requeue after %v (transition %v, err %v), want %v", st.RequeueAfter, st.Transition, st.Err, tc.want)
+			}
+		})
+	}
+	// A transition fires (finish: load does not hold, started long ago): the recheck stays.
+	f := &fakeFacts{facts: map[string]Fact{"load": {RecheckAfter: 7 * time.Second}}, related: lease}
+	st := decide(m, job(func(o map[string]any) {
+		withReady("Running", 3)(o)
+		o["status"].(map[string]any)["startTime"] = t0.Add(-time.Hour).Format(time.RFC3339)
+	}), f)
+	if st.Event != "finish" || st.RequeueAfter != 7*time.Second {
+		t.Errorf("event %q requeue after %v, want finish after 7s", st.Event, st.RequeueAfter)
+	}
+}

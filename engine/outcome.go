@@ -16,6 +16,10 @@ type Fact struct {
 	// Templates see it in JSON form, as they see the object: maps keyed by the JSON field
 	// names, lists, strings, float64 numbers and bools.
 	Value any
+	// RecheckAfter, when positive, is when the fact may change by itself, with nothing in the
+	// cluster changing (e.g. a timed fault campaign's next fault): the pass requeues the key
+	// after at most this long, whichever transition it takes.
+	RecheckAfter time.Duration
 }
 
 // Holds is a Fact without a message.

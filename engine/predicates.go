@@ -17,6 +17,8 @@ import (
 type evaluator struct {
 	m  *machine.Machine
 	in Input
+	// recheck, when not nil, gathers the nearest RecheckAfter of the facts observed.
+	recheck *time.Duration
 }
 
 // Selects reports whether m's selector.when holds for obj (true without one). The loader
@@ -61,6 +63,9 @@ func (e evaluator) test(t machine.Test, obj map[string]any) (bool, error) {
 			return false, fmt.Errorf("observation %s: %w", t.Observe, err)
 		}
 		ok = f.Holds
+		if r := f.RecheckAfter; r > 0 && e.recheck != nil && (*e.recheck == 0 || r < *e.recheck) {
+			*e.recheck = r
+		}
 	case t.Deleting:
 		_, ok = machine.Path{Steps: []machine.Step{{Key: "metadata"}, {Key: "deletionTimestamp"}}}.Get(obj)
 	case t.Condition != nil:

@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/draforge/draforge/drivers/devicehealth"
+	"github.com/draforge/draforge/drivers/gpufabric"
 	"github.com/draforge/draforge/drivers/inventory"
 	"github.com/draforge/draforge/drivers/simdevice"
 )
@@ -47,6 +48,7 @@ const (
 	IDFeatures         = "DRA011"
 	IDHealthTaints     = "DRA012"
 	IDNodeAllocatable  = "DRA013"
+	IDNVLinkCliques    = "DRA014"
 )
 
 // MinServerVersion is the oldest Kubernetes version that serves resource.k8s.io/v1 with the
@@ -141,6 +143,7 @@ var Checks = []Check{
 	{IDFeatures, "DRA feature gates and API versions", checkFeatures},
 	{IDHealthTaints, "Device health taints", needSnapshot(checkHealthTaints)},
 	{IDNodeAllocatable, "Node-allocatable mappings kept", checkNodeAllocatable},
+	{IDNVLinkCliques, "Nodes in their NVLink clique", needSnapshot(checkNVLinkCliques)},
 }
 
 // Run runs every check. s may be nil when f.SnapshotError says why.
@@ -441,6 +444,26 @@ func checkHealthTaints(s *inventory.Snapshot) Result {
 	return Result{Status: Warn, Message: fmt.Sprintf("%d driver health taints keep new claims off their devices (running pods stay unless the effect is NoExecute)%s", len(blocking), listed(len(blocking)+len(informational))),
 		Evidence:    capEvidence(append(blocking, informational...)),
 		Remediation: "the driver published these taints after a device health event. For a SimulatedDevicePool, clear the fault (draforge inject-fault POOL --device D --node N --mode healthy, or draforge clear-faults POOL) and the taint goes; the real NVIDIA driver keeps the taint until its kubelet plugin restarts. A claim that may use such a device tolerates the taint (spec.devices.requests[].exactly.tolerations)"}
+}
+
+// checkNVLinkCliques lists simulated nodes out of their NVLink clique: every GPU's fabric is
+// detached, so (simulated) GPU Feature Discovery dropped nvidia.com/gpu.clique and pods needing
+// the clique no longer fit there.
+func checkNVLinkCliques(s *inventory.Snapshot) Result {
+	var out []string
+	for _, n := range s.Nodes {
+		if c, kept := n.Annotations[gpufabric.DetachedCliqueAnnotation]; kept {
+			if _, labelled := n.Labels[gpufabric.CliqueLabel]; !labelled {
+				out = append(out, fmt.Sprintf("node %s left clique %s: every GPU's NVLink fabric is detached", n.Name, c))
+			}
+		}
+	}
+	if len(out) == 0 {
+		return Result{Status: Pass, Message: "no node is out of its NVLink clique"}
+	}
+	return Result{Status: Warn, Message: fmt.Sprintf("%d nodes out of their NVLink clique: pods that need the clique (node affinity on %s) do not fit there%s", len(out), gpufabric.CliqueLabel, listed(len(out))),
+		Evidence:    capEvidence(out),
+		Remediation: "the NVLink fabric of every GPU of these nodes is detached (SimulatedDevicePool faults with mode fabric-detached). Clear the faults (draforge inject-fault POOL --device D --node N --mode healthy, or draforge clear-faults POOL) and the label comes back"}
 }
 
 // capEvidence keeps the first maxHealthEvidence lines, sorted.

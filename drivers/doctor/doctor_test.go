@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/draforge/draforge/drivers/gpufabric"
 	"github.com/draforge/draforge/drivers/gvr"
 	"github.com/draforge/draforge/drivers/inventory"
 	it "github.com/draforge/draforge/drivers/inventory/inventorytest"
@@ -280,5 +281,27 @@ func TestHealthTaints(t *testing.T) {
 	res = result(t, Run(s, goodFacts()), IDHealthTaints)
 	if res.Status != Warn || len(res.Evidence) != maxHealthEvidence || !strings.Contains(res.Message, "(the first 20 listed)") {
 		t.Errorf("capped: %s, %d evidence lines", res.Message, len(res.Evidence))
+	}
+}
+
+// TestNVLinkCliques: a node whose clique label is gone while the annotation keeps it (its
+// GPUs' fabric detached) is a warning; a labelled node, or one never in a clique, passes.
+func TestNVLinkCliques(t *testing.T) {
+	s := it.Healthy()
+	f := goodFacts()
+	if res := result(t, Run(s, f), IDNVLinkCliques); res.Status != Pass {
+		t.Errorf("no clique: %+v", res)
+	}
+	const clique = "a1b2c3d4-e5f6-7890-abcd-ef1234567890.0"
+	s.Nodes[0].Labels = map[string]string{gpufabric.CliqueLabel: clique}
+	if res := result(t, Run(s, f), IDNVLinkCliques); res.Status != Pass {
+		t.Errorf("in its clique: %+v", res)
+	}
+	s.Nodes[0].Labels = nil
+	s.Nodes[0].Annotations = map[string]string{gpufabric.DetachedCliqueAnnotation: clique}
+	res := result(t, Run(s, f), IDNVLinkCliques)
+	want := "node " + s.Nodes[0].Name + " left clique " + clique + ": every GPU's NVLink fabric is detached"
+	if res.Status != Warn || !slices.Contains(res.Evidence, want) || !strings.Contains(res.Remediation, "clear-faults") {
+		t.Errorf("out of its clique: %+v", res)
 	}
 }

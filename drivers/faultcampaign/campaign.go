@@ -165,12 +165,12 @@ func onsetOf(c Campaign, u float64, units int) (time.Duration, bool) {
 }
 
 // Onset is the time of a unit's fault after the campaign's start with per-unit hazard perHour
-// (faults per hour): the inverse of the exponential distribution at u. It saturates at the
-// largest duration.
+// (faults per hour): the exponential waiting time of mean 1/perHour hours at draw u
+// (simdevice.CampaignOnset, which a pool's timed campaigns use too).
 func Onset(u, perHour float64) time.Duration {
-	h := -math.Log1p(-u) / perHour
-	if h*float64(time.Hour) >= math.MaxInt64 {
+	mean := float64(time.Hour) / perHour
+	if mean >= math.MaxInt64 {
 		return math.MaxInt64
 	}
-	return time.Duration(h * float64(time.Hour))
+	return simdevice.CampaignOnset(u, time.Duration(mean))
 }

@@ -161,7 +161,7 @@ func TestFabricDetachedIsPerNode(t *testing.T) {
 	spec := simdevice.PoolSpec{DeviceCount: 4, FaultCampaigns: []simdevice.FaultCampaign{{Seed: 5, Mode: simdevice.FaultFabricDetached, Fraction: 0.25}}}
 	var pool []simdevice.Fault
 	for _, n := range nodes {
-		pool = append(pool, spec.CampaignFaults(n)...)
+		pool = append(pool, spec.CampaignFaults(n, 0)...)
 	}
 	if !reflect.DeepEqual(pool, fs) {
 		t.Errorf("the pool's campaign hits %d faults, the expanded campaign %d: want the same", len(pool), len(fs))

@@ -14,6 +14,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -66,26 +67,32 @@ type Fabric struct {
 	GPUs, Attached int
 	// Pools are the pools ("<namespace>/<name>") with GPUs on the node, sorted.
 	Pools []string
+	// Next is how long until a timed fault campaign of those pools causes its next fault on
+	// the node (0: none will).
+	Next time.Duration
 }
 
 // Detached holds when the node has GPUs and none has its fabric attached: GFD then has no
 // clique to label.
 func (f Fabric) Detached() bool { return f.GPUs > 0 && f.Attached == 0 }
 
-// Of sums the NVLink fabric of node's GPUs over pools.
-func Of(node *corev1.Node, pools []*simdevice.Pool) Fabric {
+// Of sums the NVLink fabric of node's GPUs over pools at now.
+func Of(node *corev1.Node, pools []*simdevice.Pool, now time.Time) Fabric {
 	var f Fabric
 	for _, p := range pools {
 		if !p.Targets(node) {
 			continue
 		}
-		gpus, attached := p.NVLinkFabric(node.Name)
+		gpus, attached := p.NVLinkFabric(node.Name, now)
 		if gpus == 0 {
 			continue
 		}
 		f.GPUs += gpus
 		f.Attached += attached
 		f.Pools = append(f.Pools, p.Namespace+"/"+p.Name)
+		if next, ok := p.Spec.NextCampaignFault([]string{node.Name}, p.Elapsed(now)); ok && (f.Next == 0 || next < f.Next) {
+			f.Next = next
+		}
 	}
 	slices.Sort(f.Pools)
 	return f
@@ -109,12 +116,12 @@ func hardware(name string, labels, annotations map[string]string) *corev1.Node {
 
 // detached is the observation: the node's GPUs all have their NVLink fabric detached.
 func (d *Driver) detached(_ context.Context, obj *unstructured.Unstructured) (engine.Fact, error) {
-	f := Of(hardware(obj.GetName(), obj.GetLabels(), obj.GetAnnotations()), d.pools.List())
+	f := Of(hardware(obj.GetName(), obj.GetLabels(), obj.GetAnnotations()), d.pools.List(), time.Now())
 	if f.GPUs == 0 {
 		return engine.Fact{Message: "no simulated NVIDIA GPU on the node"}, nil
 	}
 	msg := fmt.Sprintf("%d of %d GPUs (pools %s) have their NVLink fabric attached", f.Attached, f.GPUs, strings.Join(f.Pools, ", "))
-	return engine.Fact{Holds: f.Detached(), Message: msg}, nil
+	return engine.Fact{Holds: f.Detached(), Message: msg, RecheckAfter: f.Next}, nil
 }
 
 // poolNodes maps a pool to the simulated nodes it targets that have a clique, or had one

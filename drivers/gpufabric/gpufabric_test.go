@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -64,7 +65,7 @@ func TestOf(t *testing.T) {
 					t.Fatal(errs)
 				}
 			}
-			f := Of(node, c.pools)
+			f := Of(node, c.pools, time.Now())
 			if f.GPUs != c.gpus || f.Attached != c.attached || f.Detached() != c.detached {
 				t.Errorf("got %+v detached %v, want %d GPUs, %d attached, detached %v", f, f.Detached(), c.gpus, c.attached, c.detached)
 			}

@@ -25,8 +25,8 @@ var poolNames = machine.Names{
 	Observations: []string{"poolSpecInvalid", "poolSlicesOutOfDate", "claimNeedsSimulatedAllocation",
 		"claimAwaitsBindingConditions", "claimBindingFailed", "claimNeedsAllocationPod", "claimReservedForAllocationPod",
 		"podOnSimulatedNode", "podClaimsReserved", "podDeviceHealth", "podDeviceHealthChanged", "podNetwork",
-		"computeDomainSimulated", "computeDomainStatusStale"},
-	Mappers: []string{"podClaims", "pendingClaims", "claimPods", "slicePods", "claimComputeDomains", "computeDomainPods"},
+		"computeDomainSimulated", "computeDomainStatusStale", "gpuFabricDetached"},
+	Mappers: []string{"podClaims", "pendingClaims", "claimPods", "slicePods", "claimComputeDomains", "computeDomainPods", "poolCliqueNodes"},
 }
 
 // facts are the observations and the related CRD (nil when absent).

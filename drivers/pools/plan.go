@@ -4,6 +4,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	resourcev1 "k8s.io/api/resource/v1"
 
@@ -19,6 +20,8 @@ type Plan struct {
 	// Blocked are desired slice names held by another live pool incarnation; publishing waits.
 	Blocked []string
 	Nodes   []simdevice.NodeStatus
+	// Next is how long until a timed fault campaign of the pool changes its slices (0: never).
+	Next time.Duration
 	// inputs are what the plan was made from, with its Nodes (nil when legacy slices took part).
 	inputs *settledPlan
 }

@@ -171,12 +171,16 @@ func (d *Driver) makePlan(obj *unstructured.Unstructured) (Plan, error) {
 		return Plan{}, err
 	}
 	nodes := d.nodeList()
+	now := d.now()
 	inputs := &settledPlan{generation: obj.GetGeneration(), targets: targeted(pool, nodes)}
-	versions, complete := d.ownedVersions(obj)
-	if st := d.settledFor(obj.GetUID()); complete && st.matches(inputs.generation, inputs.targets, versions) {
-		return Plan{Nodes: st.nodes, inputs: st}, nil
+	if next, ok := pool.Spec.NextCampaignFault(inputs.targets, pool.Elapsed(now)); ok {
+		inputs.due = now.Add(next)
 	}
-	desired, err := simdevice.DesiredSlices(pool, nodes)
+	versions, complete := d.ownedVersions(obj)
+	if st := d.settledFor(obj.GetUID()); complete && st.matches(inputs.generation, inputs.targets, versions, now) {
+		return Plan{Nodes: st.nodes, Next: st.next(now), inputs: st}, nil
+	}
+	desired, err := simdevice.DesiredSlicesAt(pool, nodes, now)
 	if err != nil {
 		return Plan{}, err
 	}
@@ -199,6 +203,7 @@ func (d *Driver) makePlan(obj *unstructured.Unstructured) (Plan, error) {
 		return len(objs) > 0
 	}
 	plan := MakePlan(desired, owned, byName, alive)
+	plan.Next = inputs.next(now)
 	if complete {
 		inputs.versions, inputs.nodes = versions, plan.Nodes
 		plan.inputs = inputs
@@ -248,7 +253,8 @@ func (d *Driver) outOfDate(ctx context.Context, obj *unstructured.Unstructured) 
 	if err != nil {
 		return engine.Fact{}, err
 	}
-	return engine.Holds(!plan.Empty() || !sameNodes(obj, plan.Nodes)), nil
+	// A timed fault campaign's next fault changes the slices by itself: look again then.
+	return engine.Fact{Holds: !plan.Empty() || !sameNodes(obj, plan.Nodes), RecheckAfter: plan.Next}, nil
 }
 
 // publish writes the plan: deletes first, then creates, then updates. Deletes go first because
@@ -328,7 +334,7 @@ func (d *Driver) settleWritten(obj *unstructured.Unstructured, plan Plan, writte
 			versions[name] = rv
 		}
 	}
-	d.settle(obj.GetUID(), &settledPlan{generation: in.generation, targets: in.targets, versions: versions, nodes: plan.Nodes})
+	d.settle(obj.GetUID(), &settledPlan{generation: in.generation, targets: in.targets, versions: versions, nodes: plan.Nodes, due: in.due})
 }
 
 // writeConcurrency bounds the slice writes of one pass in flight at once.

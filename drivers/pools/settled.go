@@ -3,6 +3,7 @@ package pools
 import (
 	"maps"
 	"slices"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -24,11 +25,23 @@ type settledPlan struct {
 	targets    []string          // names of the targeted nodes, sorted
 	versions   map[string]string // slice name → resourceVersion
 	nodes      []simdevice.NodeStatus
+	// due is when a timed fault campaign causes the pool's next fault, which changes the desired
+	// slices with nothing else changing (zero: never).
+	due time.Time
 }
 
-// matches reports whether the inputs of a plan now are those of s.
-func (s *settledPlan) matches(generation int64, targets []string, versions map[string]string) bool {
-	return s != nil && s.generation == generation && slices.Equal(s.targets, targets) && maps.Equal(s.versions, versions)
+// matches reports whether the inputs of a plan at now are those of s.
+func (s *settledPlan) matches(generation int64, targets []string, versions map[string]string, now time.Time) bool {
+	return s != nil && s.generation == generation && slices.Equal(s.targets, targets) && maps.Equal(s.versions, versions) &&
+		(s.due.IsZero() || now.Before(s.due))
+}
+
+// next is how long from now until s is due (0: never).
+func (s *settledPlan) next(now time.Time) time.Duration {
+	if s.due.IsZero() {
+		return 0
+	}
+	return s.due.Sub(now)
 }
 
 // targeted returns the sorted names of the nodes pool publishes on.

@@ -2,6 +2,7 @@ package pools
 
 import (
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
@@ -24,6 +25,7 @@ func cachedDriver(t *testing.T) *Driver {
 		pools:   cache.NewSharedIndexInformer(&cache.ListWatch{}, &unstructured.Unstructured{}, 0, cache.Indexers{}),
 		writes:  &engine.Writes{},
 		settled: map[types.UID]*settledPlan{},
+		now:     time.Now,
 	}
 	if err := d.slices.AddIndexers(sliceIndexers); err != nil {
 		t.Fatal(err)
@@ -132,5 +134,55 @@ func TestSettledPlanIsReusedUntilAnInputChanges(t *testing.T) {
 	}
 	if len(joined.Create) != 1 || *joined.Create[0].Spec.NodeName != "n3" {
 		t.Fatalf("n3 joined: plan %+v; want one slice created for n3", joined)
+	}
+}
+
+// TestTimedCampaignComesDue: a pool whose timed fault campaign has a fault to come keeps its
+// settled plan only until that fault is due; the plan says how long that is, and at the time
+// the fault's taint is to be written.
+func TestTimedCampaignComesDue(t *testing.T) {
+	d := cachedDriver(t)
+	for _, n := range []*corev1.Node{labelledNode("n1", "a"), labelledNode("n2", "a")} {
+		if err := d.nodes.GetStore().Add(n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	created := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
+	clock := created.Add(time.Second)
+	d.now = func() time.Time { return clock }
+	pool := selectorPool(1)
+	pool.Object["spec"].(map[string]any)["faultCampaigns"] = []any{map[string]any{"seed": int64(5), "mode": "unhealthy", "meanTimeToFault": "1h"}}
+	pool.SetCreationTimestamp(metav1.NewTime(created))
+	first, err := d.makePlan(pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.settleWritten(pool, first, store(t, d, "10", first.Create...))
+	settled, err := d.makePlan(pool)
+	if err != nil || !settled.Empty() || settled.inputs != d.settledFor("uid-1") || settled.Next <= 0 {
+		t.Fatalf("after the publication: plan %+v, %v; want the settled empty plan with the next fault's time", settled, err)
+	}
+	// Just before the next fault: still settled, the wait shrinking; at it: one slice to update.
+	next := settled.Next
+	clock = clock.Add(next - time.Millisecond)
+	if p, err := d.makePlan(pool); err != nil || p.inputs != d.settledFor("uid-1") || p.Next != time.Millisecond {
+		t.Fatalf("1ms before the fault: plan %+v, %v; want the settled plan, next in 1ms", p, err)
+	}
+	clock = clock.Add(time.Millisecond)
+	due, err := d.makePlan(pool)
+	if err != nil || len(due.Update) != 1 {
+		t.Fatalf("at the fault's time: plan %+v, %v; want one slice updated with the taint", due, err)
+	}
+	tainted := 0
+	for _, dev := range due.Update[0].Spec.Devices {
+		tainted += len(dev.Taints)
+	}
+	if tainted != 1 {
+		t.Errorf("%d devices tainted at the first fault's time, want 1", tainted)
+	}
+	// outOfDate asks the engine to look again when the next fault after this one is due.
+	fact, err := d.outOfDate(t.Context(), pool)
+	if err != nil || !fact.Holds || fact.RecheckAfter <= 0 {
+		t.Errorf("outOfDate at the fault: %+v, %v; want out of date with a recheck", fact, err)
 	}
 }

@@ -3,9 +3,13 @@ package simdevice
 import (
 	"crypto/sha256"
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"math"
+	"regexp"
 	"slices"
 	"strconv"
+	"time"
 
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -36,27 +40,103 @@ func CampaignDraw(seed int64, node string, index int) float64 {
 	return float64(binary.BigEndian.Uint64(sum[:8])>>11) / (1 << 53)
 }
 
-// CampaignFaults returns the faults the pool's fault campaigns cause on node, in campaign then
-// device order: one per hit device, or for a node-wide mode (NodeWide) the node's faults when
-// the node is hit. The pool must be valid.
-func (s *PoolSpec) CampaignFaults(node string) []Fault {
+// CampaignFaults returns the faults the pool's fault campaigns have caused on node by elapsed
+// (the time since the pool's creation), in campaign then device order: one per hit device, or
+// for a node-wide mode (NodeWide) the node's faults when the node is hit. The pool must be valid.
+func (s *PoolSpec) CampaignFaults(node string, elapsed time.Duration) []Fault {
 	var out []Fault
 	for _, c := range s.FaultCampaigns {
 		f := Fault{Node: node, Mode: c.Mode, XID: c.XID}
+		tm := c.timing()
+		hit := func(index int) bool {
+			at, ok := tm.onset(CampaignDraw(c.Seed, node, index))
+			return ok && at <= elapsed
+		}
 		if NodeWide(c.Mode) {
-			if CampaignDraw(c.Seed, node, -1) < c.Fraction {
+			if hit(-1) {
 				out = append(out, NodeFaults(f, s.DeviceCount)...)
 			}
 			continue
 		}
 		for i := range s.DeviceCount {
-			if CampaignDraw(c.Seed, node, i) < c.Fraction {
+			if hit(i) {
 				f.Device = intstr.FromInt32(int32(i))
 				out = append(out, f)
 			}
 		}
 	}
 	return out
+}
+
+// NextCampaignFault returns how long after elapsed the pool's timed campaigns cause their next
+// fault on one of nodes, and false when none will.
+func (s *PoolSpec) NextCampaignFault(nodes []string, elapsed time.Duration) (time.Duration, bool) {
+	var next time.Duration
+	found := false
+	for _, c := range s.FaultCampaigns {
+		if !c.Timed() {
+			continue
+		}
+		indexes := []int{-1}
+		if !NodeWide(c.Mode) {
+			indexes = make([]int, s.DeviceCount)
+			for i := range indexes {
+				indexes[i] = i
+			}
+		}
+		tm := c.timing()
+		for _, node := range nodes {
+			for _, i := range indexes {
+				if at, ok := tm.onset(CampaignDraw(c.Seed, node, i)); ok && at > elapsed && (!found || at-elapsed < next) {
+					next, found = at-elapsed, true
+				}
+			}
+		}
+	}
+	return next, found
+}
+
+// campaignTiming is a campaign's times, parsed: a fraction campaign has mean 0.
+type campaignTiming struct {
+	fraction              float64
+	mean, start, duration time.Duration
+}
+
+// timing parses the campaign's durations (validated: a bad one reads as 0).
+func (c FaultCampaign) timing() campaignTiming {
+	parse := func(s string) time.Duration {
+		d, _ := time.ParseDuration(s)
+		return d
+	}
+	return campaignTiming{fraction: c.Fraction, mean: parse(c.MeanTimeToFault), start: parse(c.Start), duration: parse(c.Duration)}
+}
+
+// onset is when a device (or node) with draw u is hit, after the pool's creation, and whether it
+// ever is: at once when u is below the fraction, or for a timed campaign at start plus
+// CampaignOnset(u, mean) unless that is duration or more after start.
+func (t campaignTiming) onset(u float64) (time.Duration, bool) {
+	if t.mean <= 0 {
+		return 0, u < t.fraction
+	}
+	after := CampaignOnset(u, t.mean)
+	if t.duration > 0 && after >= t.duration {
+		return 0, false
+	}
+	if after > math.MaxInt64-t.start {
+		return math.MaxInt64, true
+	}
+	return t.start + after, true
+}
+
+// CampaignOnset is the time of a fault with draw u whose waiting time is exponentially
+// distributed with the given mean: the inverse of the distribution at u, saturating at the
+// largest duration. drivers/faultcampaign's rate campaigns use it with the mean n/R.
+func CampaignOnset(u float64, mean time.Duration) time.Duration {
+	d := -math.Log1p(-u) * float64(mean)
+	if d >= math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return time.Duration(d)
 }
 
 // NodeWide reports whether a campaign of mode m hits whole nodes (one draw per node, index -1)
@@ -94,9 +174,48 @@ func (s *PoolSpec) validateCampaigns(sp *field.Path) field.ErrorList {
 			errs = append(errs, field.NotSupported(p.Child("mode"), c.Mode, CampaignModes))
 		}
 		errs = append(errs, s.validateDriverFault(p, Fault{Mode: c.Mode, XID: c.XID})...)
-		if !(c.Fraction > 0 && c.Fraction <= 1) {
-			errs = append(errs, field.Invalid(p.Child("fraction"), fmt.Sprint(c.Fraction), "must be more than 0 and at most 1 (the fraction of devices hit)"))
+		switch {
+		case c.Timed() && c.Fraction != 0:
+			errs = append(errs, field.Forbidden(p.Child("fraction"), "set either fraction (devices hit at once) or meanTimeToFault (devices hit over time), not both"))
+		case c.Timed():
+			if d, err := campaignDuration(c.MeanTimeToFault); err != nil {
+				errs = append(errs, field.Invalid(p.Child("meanTimeToFault"), c.MeanTimeToFault, err.Error()))
+			} else if d <= 0 {
+				errs = append(errs, field.Invalid(p.Child("meanTimeToFault"), c.MeanTimeToFault, "must be positive"))
+			}
+			for name, v := range map[string]string{"start": c.Start, "duration": c.Duration} {
+				if _, err := campaignDuration(v); v != "" && err != nil {
+					errs = append(errs, field.Invalid(p.Child(name), v, err.Error()))
+				}
+			}
+		case !(c.Fraction > 0 && c.Fraction <= 1):
+			errs = append(errs, field.Invalid(p.Child("fraction"), fmt.Sprint(c.Fraction), "must be more than 0 and at most 1 (the fraction of devices hit), or set meanTimeToFault"))
+		}
+		if !c.Timed() {
+			if c.Start != "" {
+				errs = append(errs, field.Forbidden(p.Child("start"), "only with meanTimeToFault"))
+			}
+			if c.Duration != "" {
+				errs = append(errs, field.Forbidden(p.Child("duration"), "only with meanTimeToFault"))
+			}
 		}
 	}
 	return errs
+}
+
+// campaignDurationPattern is the grammar of a campaign's durations, as the CRD and the CUE
+// schema give it: a non-negative Go duration with units (time.ParseDuration also takes "-1h"
+// and a bare "0").
+var campaignDurationPattern = regexp.MustCompile(`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`)
+
+// campaignDuration parses one of a campaign's durations.
+func campaignDuration(s string) (time.Duration, error) {
+	if !campaignDurationPattern.MatchString(s) {
+		return 0, errors.New(`must be a Go duration such as "500h" or "1h30m"`)
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, errors.New(`must be a Go duration such as "500h" or "1h30m" at most 290 years`)
+	}
+	return d, nil
 }

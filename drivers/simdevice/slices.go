@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
@@ -99,7 +100,15 @@ func (p *Pool) Targets(node *corev1.Node) bool {
 //     gpu.nvidia.com/unmonitored:None on the device. A later XID on a device replaces the
 //     earlier one's value and effect. Removing the fault removes the taint.
 //   - fabric-detached: nothing in the slices (see NVLinkFabric for what it changes).
+//
+// Fault campaigns apply before spec.faults; a timed one's faults are those caused by now
+// (DesiredSlicesAt; DesiredSlices takes the current time).
 func DesiredSlices(pool *Pool, nodes []*corev1.Node) ([]*resourcev1.ResourceSlice, error) {
+	return DesiredSlicesAt(pool, nodes, time.Now())
+}
+
+// DesiredSlicesAt is DesiredSlices with the pool's timed fault campaigns evaluated at now.
+func DesiredSlicesAt(pool *Pool, nodes []*corev1.Node, now time.Time) ([]*resourcev1.ResourceSlice, error) {
 	if pool == nil {
 		return nil, errors.New("simdevice: nil pool")
 	}
@@ -114,9 +123,18 @@ func DesiredSlices(pool *Pool, nodes []*corev1.Node) ([]*resourcev1.ResourceSlic
 		if node == nil || (i > 0 && sorted[i-1] != nil && sorted[i-1].Name == node.Name) || !pool.Targets(node) {
 			continue
 		}
-		out = append(out, pool.nodeSlices(node.Name)...)
+		out = append(out, pool.nodeSlices(node.Name, pool.Elapsed(now))...)
 	}
 	return out, nil
+}
+
+// Elapsed is the time from the pool's creation to now, which timed fault campaigns count from
+// (0 for a pool not created yet).
+func (p *Pool) Elapsed(now time.Time) time.Duration {
+	if p.CreationTimestamp.IsZero() {
+		return 0
+	}
+	return now.Sub(p.CreationTimestamp.Time)
 }
 
 func compareStrings(a, b string) int {
@@ -135,12 +153,12 @@ func compareStrings(a, b string) int {
 // ResourceSliceMaxDevicesWithAdvancedFeatures once a device of the slice has taints or consumes
 // counters. A profile with slicePerDevice gives each physical device's devices their own slice(s).
 // Every slice carries the pool's resourceSliceCount.
-func (p *Pool) nodeSlices(node string) []*resourcev1.ResourceSlice {
+func (p *Pool) nodeSlices(node string, elapsed time.Duration) []*resourcev1.ResourceSlice {
 	s := &p.Spec
 	taints := map[physicalRef][]resourcev1.DeviceTaint{}
 	gone := map[physicalRef]bool{}
 	// Campaign faults first: a fault listed in spec.faults is a later event on the device.
-	for _, f := range slices.Concat(s.CampaignFaults(node), s.Faults) {
+	for _, f := range slices.Concat(s.CampaignFaults(node, elapsed), s.Faults) {
 		if f.Node != "" && f.Node != node {
 			continue
 		}

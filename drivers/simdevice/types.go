@@ -153,14 +153,26 @@ type Fault struct {
 	XID *int64 `json:"xid,omitempty"`
 }
 
-// FaultCampaign gives the fault Mode (with XID for mode xid) to each physical device whose
-// seeded draw falls below Fraction (gpu-lost: to each node whose draw does).
+// FaultCampaign gives the fault Mode (with XID for mode xid) to physical devices (nodes, for
+// NodeWide modes) by their seeded draw: at once to each whose draw falls below Fraction, or,
+// with MeanTimeToFault instead, to each at its own time (see CampaignOnset).
 type FaultCampaign struct {
-	Seed     int64     `json:"seed"`
-	Mode     FaultMode `json:"mode"`
-	XID      *int64    `json:"xid,omitempty"`
-	Fraction float64   `json:"fraction"`
+	Seed int64     `json:"seed"`
+	Mode FaultMode `json:"mode"`
+	XID  *int64    `json:"xid,omitempty"`
+	// Fraction of the devices hit, in (0, 1]; 0 for a timed campaign.
+	Fraction float64 `json:"fraction,omitempty"`
+	// MeanTimeToFault (a Go duration, e.g. "500h") makes the campaign timed: each device fails
+	// once, an exponentially distributed time with this mean after Start.
+	MeanTimeToFault string `json:"meanTimeToFault,omitempty"`
+	// Start is when a timed campaign begins, after the pool's creation (default 0), and Duration
+	// how long its faults keep coming (0 or unset: no end). Faults stay once caused.
+	Start    string `json:"start,omitempty"`
+	Duration string `json:"duration,omitempty"`
 }
+
+// Timed reports whether the campaign causes its faults over time.
+func (c FaultCampaign) Timed() bool { return c.MeanTimeToFault != "" }
 
 // PoolSpec is spec of a SimulatedDevicePool.
 type PoolSpec struct {

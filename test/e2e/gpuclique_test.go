@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -127,6 +128,11 @@ func TestFabricFaultLeavesClique(t *testing.T) {
 		return false, fmt.Sprintf("after: node %q conditions %+v", p.Spec.NodeName, p.Status.Conditions)
 	})
 	podPhase("before", corev1.PodRunning, time.Second)
+	rep := doctorJSON(t, e.Namespace)
+	if i := slices.IndexFunc(rep.Results, func(r doctorResult) bool { return r.ID == "DRA014" }); i < 0 || rep.Results[i].Status != "WARN" ||
+		!slices.Contains(rep.Results[i].Evidence, "node "+faulty+" left clique "+clique+": every GPU's NVLink fabric is detached") {
+		t.Errorf("doctor DRA014: %+v", rep.Results)
+	}
 	ex := runCLI(t, "explain", "-n", e.Namespace, "pod/after")
 	if want := "Clique:    node " + faulty + " left clique " + clique + ": every GPU's NVLink fabric is detached"; !strings.Contains(ex.stdout, want) {
 		t.Errorf("explain lacks %q:\n%s\n%s", want, ex.stdout, ex.stderr)

@@ -26,7 +26,7 @@ import (
 // then shows with each component's own ServiceAccount token that it can do its job and cannot
 // do what it does not need on a shared cluster: the controller publishes a labelled slice,
 // creates and deletes an allocation pod in a listed namespace, completes a pod's deletion and
-// writes a simulated node's status; it cannot create a pod in an unlisted namespace (RBAC), nor
+// writes a simulated node's status and its GPU clique label; it cannot create a pod in an unlisted namespace (RBAC), nor
 // create anything but an allocation pod, delete a pod nobody is deleting, touch another driver's
 // slice or patch a real node's status (the admission policy). The server and kubelet plugin
 // write nothing of that.
@@ -125,11 +125,6 @@ func TestHelmRBACScope(t *testing.T) {
 		if _, err := ctl.CoreV1().Nodes().Patch(ctx, simNode, types.MergePatchType, readyPatch(), metav1.PatchOptions{}, "status"); err != nil {
 			t.Errorf("patch the status of simulated node %s: %v", simNode, err)
 		}
-		// A simulated node's GPU clique label, as simulated GPU Feature Discovery drops it.
-		leave := `{"metadata":{"labels":{"` + gpufabric.CliqueLabel + `":null},"annotations":{"` + gpufabric.DetachedCliqueAnnotation + `":"a1b2c3d4-e5f6-7890-abcd-ef1234567890.0"}}}`
-		if _, err := ctl.CoreV1().Nodes().Patch(ctx, simNode, types.MergePatchType, []byte(leave), metav1.PatchOptions{}); err != nil {
-			t.Errorf("drop the GPU clique label of simulated node %s: %v", simNode, err)
-		}
 	})
 
 	t.Run("controller cannot", func(t *testing.T) {
@@ -189,6 +184,17 @@ func TestHelmRBACScope(t *testing.T) {
 		running := workloadPod(t, e, listed, "scope-r-"+suffix, simNode)
 		err = ctl.CoreV1().Pods(listed).Delete(ctx, running.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
 		wantPolicyDenied(t, "delete a pod nobody is deleting", err, policy, "deletes only its allocation pods")
+
+		// With the policy in force (the denials above), a simulated node's GPU clique label, as
+		// simulated GPU Feature Discovery drops it, and back.
+		for _, patch := range []string{
+			`{"metadata":{"labels":{"` + gpufabric.CliqueLabel + `":null},"annotations":{"` + gpufabric.DetachedCliqueAnnotation + `":"a1b2c3d4-e5f6-7890-abcd-ef1234567890.0"}}}`,
+			`{"metadata":{"labels":{"` + gpufabric.CliqueLabel + `":"a1b2c3d4-e5f6-7890-abcd-ef1234567890.0"},"annotations":{"` + gpufabric.DetachedCliqueAnnotation + `":null}}}`,
+		} {
+			if _, err := ctl.CoreV1().Nodes().Patch(ctx, simNode, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+				t.Errorf("the GPU clique label of simulated node %s: %v", simNode, err)
+			}
+		}
 
 		// Nothing changed on the API server.
 		if got, err := e.Kube.CoreV1().Nodes().Get(ctx, realNode, metav1.GetOptions{}); err != nil || len(got.Status.Conditions) != 0 {
