@@ -21,8 +21,8 @@ var knownNames = Names{
 	Observations: []string{"poolSpecInvalid", "poolSlicesOutOfDate", "claimNeedsSimulatedAllocation",
 		"claimAwaitsBindingConditions", "claimBindingFailed", "claimNeedsAllocationPod", "claimReservedForAllocationPod",
 		"podOnSimulatedNode", "podClaimsReserved", "podDeviceHealth", "podDeviceHealthChanged", "podNetwork",
-		"computeDomainSimulated", "computeDomainStatusStale"},
-	Mappers: []string{"podClaims", "pendingClaims", "claimPods", "slicePods", "claimComputeDomains", "computeDomainPods"},
+		"computeDomainSimulated", "computeDomainStatusStale", "gpuFabricDetached"},
+	Mappers: []string{"podClaims", "pendingClaims", "claimPods", "slicePods", "claimComputeDomains", "computeDomainPods", "poolCliqueNodes"},
 }
 
 // Every message must start with file:line:col of a line in the file at fault.
@@ -122,7 +122,7 @@ func TestLoadDirLoadsNothing(t *testing.T) {
 
 func TestLoadDir(t *testing.T) {
 	ms, err := LoadDir("../../machines", knownNames)
-	if err != nil || len(ms) != 5 || ms[0].Source != "../../machines/claim.cue" {
+	if err != nil || len(ms) != 6 || ms[0].Source != "../../machines/claim.cue" {
 		t.Fatalf("LoadDir: %d machines, %v", len(ms), err)
 	}
 }

@@ -449,7 +449,7 @@ func TestRBACLeastPrivilege(t *testing.T) {
 			"resource.k8s.io|resourceclaims/driver":           {"arbitrary-node:update"},
 			"resource.k8s.io|deviceclasses":                   lw,
 			"resource.k8s.io|devicetaintrules":                lw,
-			"|nodes":                                          {"get", "list", "watch"},
+			"|nodes":                                          {"get", "list", "watch", "patch"},
 			"|nodes/status":                                   {"patch"},
 			"|pods":                                           {"get", "list", "watch", "delete", "create"},
 			"|pods/status":                                    {"patch"},
@@ -625,7 +625,7 @@ func TestAdmissionPolicy(t *testing.T) {
 		}
 	}
 	slices.Sort(matched)
-	if want := []string{"nodes/status:UPDATE", "pods:CREATE", "pods:DELETE", "resourceslices:CREATE", "resourceslices:DELETE", "resourceslices:UPDATE"}; !slices.Equal(matched, want) {
+	if want := []string{"nodes/status:UPDATE", "nodes:UPDATE", "pods:CREATE", "pods:DELETE", "resourceslices:CREATE", "resourceslices:DELETE", "resourceslices:UPDATE"}; !slices.Equal(matched, want) {
 		t.Errorf("matched %v, want %v", matched, want)
 	}
 	for _, v := range vap.Spec.Validations {

@@ -130,11 +130,11 @@ current-context: c
 `), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	all := []string{"claim.cue", "computedomain.cue", "node.cue", "pod.cue", "pool.cue"}
+	all := []string{"claim.cue", "computedomain.cue", "gpuclique.cue", "node.cue", "pod.cue", "pool.cue"}
 	missing := filepath.Join(t.TempDir(), "missing")
 	empty := t.TempDir()
 	twice := writeMachines(t, all, map[string]string{"pool-copy.cue": "pool.cue"})
-	lacking := writeMachines(t, all[:4], nil)
+	lacking := writeMachines(t, all[:5], nil)
 	for _, c := range []struct {
 		name, dir string
 		want      []string
