@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -93,14 +92,7 @@ func TestPodDriverHealthFaults(t *testing.T) {
 	}
 	r.waitClaimGone(t, victim.Name)
 	create("third")
-	r.waitPod(t, "third", 60*time.Second, func(p *corev1.Pod) (bool, string) {
-		for _, c := range p.Status.Conditions {
-			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && strings.Contains(c.Message, "cannot allocate all claims") {
-				return p.Spec.NodeName == "", ""
-			}
-		}
-		return false, fmt.Sprintf("third: node %q phase %s conditions %+v", p.Spec.NodeName, p.Status.Phase, p.Status.Conditions)
-	})
+	r.waitPod(t, "third", 60*time.Second, unschedulableFor("cannot allocate all claims"))
 
 	// explain names the taint and what it means; doctor warns about it.
 	ex := runCLI(t, "explain", "-n", ns, "pod/third", "--devices")

@@ -64,16 +64,6 @@ func TestFabricFaultLeavesClique(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	podPhase := func(name string, want corev1.PodPhase, timeout time.Duration) {
-		t.Helper()
-		eventually(t, timeout, func() (bool, string) {
-			p, err := e.Kube.CoreV1().Pods(e.Namespace).Get(ctx, name, metav1.GetOptions{})
-			if err != nil {
-				return false, err.Error()
-			}
-			return p.Status.Phase == want && p.DeletionTimestamp == nil, fmt.Sprintf("%s: phase %s node %q conditions %+v", name, p.Status.Phase, p.Spec.NodeName, p.Status.Conditions)
-		})
-	}
 	label := func(node string) (string, bool, string) {
 		n, err := e.Kube.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
 		if err != nil {
@@ -83,7 +73,7 @@ func TestFabricFaultLeavesClique(t *testing.T) {
 		return v, ok, n.Annotations[gpufabric.DetachedCliqueAnnotation]
 	}
 	podOn("before", faulty)
-	podPhase("before", corev1.PodRunning, 60*time.Second)
+	e.waitPod(t, "before", 60*time.Second, podRunning)
 
 	detach := func(device int) {
 		t.Helper()
@@ -115,19 +105,8 @@ func TestFabricFaultLeavesClique(t *testing.T) {
 	}
 	// kube-scheduler: the node no longer matches; the pod running there stays.
 	podOn("after", faulty)
-	eventually(t, 60*time.Second, func() (bool, string) {
-		p, err := e.Kube.CoreV1().Pods(e.Namespace).Get(ctx, "after", metav1.GetOptions{})
-		if err != nil {
-			return false, err.Error()
-		}
-		for _, c := range p.Status.Conditions {
-			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && strings.Contains(c.Message, "didn't match Pod's node affinity/selector") {
-				return p.Spec.NodeName == "", ""
-			}
-		}
-		return false, fmt.Sprintf("after: node %q conditions %+v", p.Spec.NodeName, p.Status.Conditions)
-	})
-	podPhase("before", corev1.PodRunning, time.Second)
+	e.waitPod(t, "after", 60*time.Second, unschedulableFor("didn't match Pod's node affinity/selector"))
+	e.waitPod(t, "before", time.Second, podRunning)
 	rep := doctorJSON(t, e.Namespace)
 	if i := slices.IndexFunc(rep.Results, func(r doctorResult) bool { return r.ID == "DRA014" }); i < 0 || rep.Results[i].Status != "WARN" ||
 		!slices.Contains(rep.Results[i].Evidence, "node "+faulty+" left clique "+clique+": every GPU's NVLink fabric is detached") {
@@ -144,5 +123,5 @@ func TestFabricFaultLeavesClique(t *testing.T) {
 		v, ok, kept := label(faulty)
 		return ok && v == clique && kept == "", fmt.Sprintf("%s: label %q (%v), kept %q", faulty, v, ok, kept)
 	})
-	podPhase("after", corev1.PodRunning, 60*time.Second)
+	e.waitPod(t, "after", 60*time.Second, podRunning)
 }

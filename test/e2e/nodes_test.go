@@ -95,18 +95,7 @@ func TestSimulatedNodesTakeWorkloads(t *testing.T) {
 		}
 		return strings.HasPrefix(p.Spec.NodeName, prefix+"-"), "fits not bound: " + p.Spec.NodeName
 	})
-	eventually(t, 60*time.Second, func() (bool, string) {
-		p, err := e.Kube.CoreV1().Pods(e.Namespace).Get(ctx, "too-big", metav1.GetOptions{})
-		if err != nil {
-			return false, err.Error()
-		}
-		for _, c := range p.Status.Conditions {
-			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && strings.Contains(c.Message, "Insufficient cpu") {
-				return p.Spec.NodeName == "", ""
-			}
-		}
-		return false, fmt.Sprintf("too-big: node %q conditions %+v", p.Spec.NodeName, p.Status.Conditions)
-	})
+	e.waitPod(t, "too-big", 60*time.Second, unschedulableFor("Insufficient cpu"))
 
 	// A Deployment: kube-controller-manager creates its ReplicaSet and pods, the scheduler binds them.
 	replicas := int32(2)

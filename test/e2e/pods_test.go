@@ -115,16 +115,34 @@ func (r *podRig) gpuPodSpec() corev1.PodSpec {
 
 func (r *podRig) waitPod(t *testing.T, name string, timeout time.Duration, ok func(*corev1.Pod) (bool, string)) *corev1.Pod {
 	t.Helper()
+	return r.e.waitPod(t, name, timeout, ok)
+}
+
+// waitPod waits until the pod name of the test's namespace satisfies ok and returns it.
+func (e *env) waitPod(t *testing.T, name string, timeout time.Duration, ok func(*corev1.Pod) (bool, string)) *corev1.Pod {
+	t.Helper()
 	var p *corev1.Pod
 	eventually(t, timeout, func() (bool, string) {
 		var err error
-		p, err = r.e.Kube.CoreV1().Pods(r.e.Namespace).Get(t.Context(), name, metav1.GetOptions{})
+		p, err = e.Kube.CoreV1().Pods(e.Namespace).Get(t.Context(), name, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
 		}
 		return ok(p)
 	})
 	return p
+}
+
+// unschedulableFor is a waitPod condition: kube-scheduler left the pod pending and unbound, its
+// PodScheduled condition False with a message containing why.
+func unschedulableFor(why string) func(*corev1.Pod) (bool, string) {
+	return func(p *corev1.Pod) (bool, string) {
+		said := slices.ContainsFunc(p.Status.Conditions, func(c corev1.PodCondition) bool {
+			return c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && strings.Contains(c.Message, why)
+		})
+		return said && p.Spec.NodeName == "" && p.Status.Phase == corev1.PodPending,
+			fmt.Sprintf("%s: node %q phase %s conditions %+v, want unschedulable: %s", p.Name, p.Spec.NodeName, p.Status.Phase, p.Status.Conditions, why)
+	}
 }
 
 func podRunning(p *corev1.Pod) (bool, string) {
@@ -449,14 +467,7 @@ func TestPodDeviceFaults(t *testing.T) {
 	if _, err := e.Kube.CoreV1().Pods(e.Namespace).Create(ctx, r.gpuPod("waiting", nil), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	r.waitPod(t, "waiting", 60*time.Second, func(p *corev1.Pod) (bool, string) {
-		for _, c := range p.Status.Conditions {
-			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && strings.Contains(c.Message, "cannot allocate all claims") {
-				return p.Spec.NodeName == "" && p.Status.Phase == corev1.PodPending, ""
-			}
-		}
-		return false, fmt.Sprintf("waiting: node %q phase %s conditions %+v", p.Spec.NodeName, p.Status.Phase, p.Status.Conditions)
-	})
+	r.waitPod(t, "waiting", 60*time.Second, unschedulableFor("cannot allocate all claims"))
 }
 
 // TestExtendedResourcePod: a pod asking for nvidia.com/gpu: 1, with a DeviceClass naming that
