@@ -123,3 +123,21 @@ func TestDetachedNodeStaysTargeted(t *testing.T) {
 		t.Errorf("untargeted node: %+v", fact)
 	}
 }
+
+// TestClique: the clique a node's GPUs belong to is its label, or while the fabric is detached
+// the kept one (the compute-domain kubelet plugin read it at its start and keeps it).
+func TestClique(t *testing.T) {
+	for _, c := range []struct {
+		labels, annotations map[string]string
+		want                string
+	}{
+		{map[string]string{CliqueLabel: clique}, nil, clique},
+		{nil, map[string]string{DetachedCliqueAnnotation: clique}, clique},
+		{map[string]string{CliqueLabel: "u.1"}, map[string]string{DetachedCliqueAnnotation: clique}, "u.1"},
+		{nil, nil, ""},
+	} {
+		if got := Clique(c.labels, c.annotations); got != c.want {
+			t.Errorf("Clique(%v, %v) = %q, want %q", c.labels, c.annotations, got, c.want)
+		}
+	}
+}
