@@ -17,8 +17,9 @@ type Fact struct {
 	// names, lists, strings, float64 numbers and bools.
 	Value any
 	// RecheckAfter, when positive, is when the fact may change by itself, with nothing in the
-	// cluster changing (e.g. a timed fault campaign's next fault): the pass requeues the key
-	// after at most this long, whichever transition it takes.
+	// cluster changing (e.g. a timed fault campaign's next fault): a pass that completes
+	// (whichever transition it takes, or none) requeues the key after at most this long. A
+	// pending, blocked or failed pass requeues on its own terms.
 	RecheckAfter time.Duration
 }
 

@@ -14,7 +14,6 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/draforge/draforge/drivers/clusterview"
-	"github.com/draforge/draforge/drivers/gpufabric"
 	"github.com/draforge/draforge/drivers/gvr"
 	"github.com/draforge/draforge/drivers/pods"
 	"github.com/draforge/draforge/drivers/simdevice"
@@ -118,7 +117,7 @@ func (d *Driver) members(cd *unstructured.Unstructured) []Member {
 }
 
 // clique is the clique the node's compute-domain kubelet plugin reports: the one its GPUs
-// belong to (gpufabric.Clique; "" on nodes without NVLink). The plugin reads it once, at its
+// belong to (simdevice.Clique; "" on nodes without NVLink). The plugin reads it once, at its
 // start (v0.4.1 device_state.go NewDeviceState), so a fabric going down later does not change it.
 func (d *Driver) clique(node string) string {
 	o, ok, _ := d.inf.For(gvr.Nodes).GetStore().GetByKey(node)
@@ -126,7 +125,7 @@ func (d *Driver) clique(node string) string {
 		return ""
 	}
 	if n, ok := o.(metav1.Object); ok {
-		return gpufabric.Clique(n.GetLabels(), n.GetAnnotations())
+		return simdevice.Clique(n.GetLabels(), n.GetAnnotations())
 	}
 	return ""
 }

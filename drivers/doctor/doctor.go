@@ -17,7 +17,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/draforge/draforge/drivers/devicehealth"
-	"github.com/draforge/draforge/drivers/gpufabric"
 	"github.com/draforge/draforge/drivers/inventory"
 	"github.com/draforge/draforge/drivers/simdevice"
 )
@@ -452,18 +451,16 @@ func checkHealthTaints(s *inventory.Snapshot) Result {
 func checkNVLinkCliques(s *inventory.Snapshot) Result {
 	var out []string
 	for _, n := range s.Nodes {
-		if c, kept := n.Annotations[gpufabric.DetachedCliqueAnnotation]; kept {
-			if _, labelled := n.Labels[gpufabric.CliqueLabel]; !labelled {
-				out = append(out, fmt.Sprintf("node %s left clique %s: every GPU's NVLink fabric is detached", n.Name, c))
-			}
+		if c, left := simdevice.LeftClique(n.Labels, n.Annotations); left {
+			out = append(out, fmt.Sprintf("node %s left clique %s: every GPU's NVLink fabric is detached", n.Name, c))
 		}
 	}
 	if len(out) == 0 {
 		return Result{Status: Pass, Message: "no node is out of its NVLink clique"}
 	}
-	return Result{Status: Warn, Message: fmt.Sprintf("%d nodes out of their NVLink clique: pods that need the clique (node affinity on %s) do not fit there%s", len(out), gpufabric.CliqueLabel, listed(len(out))),
+	return Result{Status: Warn, Message: fmt.Sprintf("%d nodes out of their NVLink clique: pods that need the clique (node affinity on %s) do not fit there%s", len(out), simdevice.CliqueLabel, listed(len(out))),
 		Evidence:    capEvidence(out),
-		Remediation: "the NVLink fabric of every GPU of these nodes is detached (SimulatedDevicePool faults with mode fabric-detached). Clear the faults (draforge inject-fault POOL --device D --node N --mode healthy, or draforge clear-faults POOL) and the label comes back"}
+		Remediation: "the NVLink fabric of every GPU of these nodes is detached (SimulatedDevicePool faults or faultCampaigns with mode fabric-detached). Clear the faults (draforge inject-fault POOL --device D --node N --mode healthy, or draforge clear-faults POOL) or remove the campaign entry, and the label comes back"}
 }
 
 // capEvidence keeps the first maxHealthEvidence lines, sorted.

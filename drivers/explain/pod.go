@@ -16,8 +16,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/draforge/draforge/drivers/allocator"
-	"github.com/draforge/draforge/drivers/gpufabric"
 	"github.com/draforge/draforge/drivers/inventory"
+	"github.com/draforge/draforge/drivers/simdevice"
 )
 
 // PodNotFoundError is returned when the snapshot has no such pod.
@@ -182,51 +182,54 @@ func ExplainPod(ctx context.Context, s *inventory.Snapshot, namespace, name stri
 		r.Claims = append(r.Claims, pc)
 	}
 	r.Gang = podGang(s, pod)
-	if r.Node == "" && needsClique(pod) {
-		r.LeftClique = leftClique(s)
+	if needed, wanted := needsClique(pod); needed && r.Node == "" {
+		r.LeftClique = leftClique(s, wanted)
 	}
 	r.Summary = podSummary(pod, r)
 	return r, nil
 }
 
-// needsClique reports whether the pod can only run on a node labelled with an NVLink clique:
-// a node selector or required node affinity on the label, or required pod affinity with it as
-// topology key.
-func needsClique(pod *corev1.Pod) bool {
-	if _, ok := pod.Spec.NodeSelector[gpufabric.CliqueLabel]; ok {
-		return true
+// needsClique reports whether the pod can only run on a node labelled with an NVLink clique (a
+// node selector or required node affinity on the label, or required pod affinity with it as
+// topology key), and the cliques it may use: nil for any, else those its selector names.
+func needsClique(pod *corev1.Pod) (bool, []string) {
+	if c, ok := pod.Spec.NodeSelector[simdevice.CliqueLabel]; ok {
+		return true, []string{c}
 	}
 	a := pod.Spec.Affinity
 	if a == nil {
-		return false
+		return false, nil
 	}
 	if na := a.NodeAffinity; na != nil && na.RequiredDuringSchedulingIgnoredDuringExecution != nil {
 		for _, term := range na.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
 			for _, e := range term.MatchExpressions {
-				if e.Key == gpufabric.CliqueLabel && e.Operator != corev1.NodeSelectorOpDoesNotExist && e.Operator != corev1.NodeSelectorOpNotIn {
-					return true
+				switch {
+				case e.Key != simdevice.CliqueLabel:
+				case e.Operator == corev1.NodeSelectorOpExists:
+					return true, nil
+				case e.Operator == corev1.NodeSelectorOpIn:
+					return true, e.Values
 				}
 			}
 		}
 	}
 	if pa := a.PodAffinity; pa != nil {
 		for _, term := range pa.RequiredDuringSchedulingIgnoredDuringExecution {
-			if term.TopologyKey == gpufabric.CliqueLabel {
-				return true
+			if term.TopologyKey == simdevice.CliqueLabel {
+				return true, nil
 			}
 		}
 	}
-	return false
+	return false, nil
 }
 
-// leftClique lists the nodes whose clique label is gone while their fabric is detached.
-func leftClique(s *inventory.Snapshot) []CliqueNode {
+// leftClique lists the nodes whose clique label is gone while their fabric is detached, of the
+// cliques the pod may use (any when wanted is nil).
+func leftClique(s *inventory.Snapshot, wanted []string) []CliqueNode {
 	var out []CliqueNode
 	for _, n := range s.Nodes {
-		if c, kept := n.Annotations[gpufabric.DetachedCliqueAnnotation]; kept {
-			if _, labelled := n.Labels[gpufabric.CliqueLabel]; !labelled {
-				out = append(out, CliqueNode{Node: n.Name, Clique: c})
-			}
+		if c, left := simdevice.LeftClique(n.Labels, n.Annotations); left && (wanted == nil || slices.Contains(wanted, c)) {
+			out = append(out, CliqueNode{Node: n.Name, Clique: c})
 		}
 	}
 	return out
@@ -404,7 +407,7 @@ func RenderPod(w io.Writer, r *PodResult, opts RenderOptions) error {
 	}
 	fmt.Fprintf(&b, "Summary:   %s\n", r.Summary)
 	for _, n := range r.LeftClique {
-		fmt.Fprintf(&b, "Clique:    node %s left clique %s: every GPU's NVLink fabric is detached, so GPU Feature Discovery dropped %s\n", n.Node, n.Clique, gpufabric.CliqueLabel)
+		fmt.Fprintf(&b, "Clique:    node %s left clique %s: every GPU's NVLink fabric is detached, so GPU Feature Discovery dropped %s\n", n.Node, n.Clique, simdevice.CliqueLabel)
 	}
 	if g := r.Gang; g != nil {
 		renderGang(&b, g)

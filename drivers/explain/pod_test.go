@@ -264,9 +264,14 @@ func TestPodNeedingCliqueNamesNodesOutOfIt(t *testing.T) {
 	pod("pod-affinity", &corev1.Affinity{PodAffinity: &corev1.PodAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{
 		{TopologyKey: gpufabric.CliqueLabel, LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"job": "train"}}}}}}, nil)
 	pod("avoids-cliques", affinity(corev1.NodeSelectorOpDoesNotExist), nil)
+	pod("another-clique", nil, map[string]string{gpufabric.CliqueLabel: "a1b2c3d4-e5f6-7890-abcd-ef1234567890.1"})
+	in := affinity(corev1.NodeSelectorOpIn)
+	in.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms[0].MatchExpressions[0].Values = []string{clique}
+	pod("in-its-clique", in, nil)
 	pod("plain", nil, nil)
 	s.Sort()
-	for name, want := range map[string]bool{"affinity": true, "selector": true, "pod-affinity": true, "avoids-cliques": false, "plain": false} {
+	for name, want := range map[string]bool{"affinity": true, "selector": true, "pod-affinity": true, "in-its-clique": true,
+		"avoids-cliques": false, "another-clique": false, "plain": false} {
 		r, out := renderPod(t, s, "demo", name)
 		line := "Clique:    node node-a left clique " + clique + ": every GPU's NVLink fabric is detached, so GPU Feature Discovery dropped nvidia.com/gpu.clique"
 		summary := "the pod needs an NVLink clique and 1 node(s) left theirs (NVLink fabric detached): node-a"

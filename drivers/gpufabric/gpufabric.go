@@ -11,7 +11,6 @@ package gpufabric
 import (
 	"context"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -28,22 +27,11 @@ import (
 	"github.com/draforge/draforge/engine"
 )
 
+// GFD's clique label and the annotation keeping it while the fabric is detached.
 const (
-	// CliqueLabel is GFD's node label of the NVLink clique.
-	CliqueLabel = "nvidia.com/gpu.clique"
-	// DetachedCliqueAnnotation keeps a node's clique while its fabric is detached and the
-	// label is gone, so the label comes back when the fabric does.
-	DetachedCliqueAnnotation = "draforge.oaslananka/detached-gpu-clique"
+	CliqueLabel              = simdevice.CliqueLabel
+	DetachedCliqueAnnotation = simdevice.DetachedCliqueAnnotation
 )
-
-// Clique is the NVLink clique a node's GPUs belong to: its label, or while its fabric is
-// detached the clique kept for it ("" for a node without NVLink).
-func Clique(labels, annotations map[string]string) string {
-	if c, ok := labels[CliqueLabel]; ok {
-		return c
-	}
-	return annotations[DetachedCliqueAnnotation]
-}
 
 // Driver reads simulated nodes and the decoded pools from the controller's view.
 type Driver struct {
@@ -80,7 +68,8 @@ func (f Fabric) Detached() bool { return f.GPUs > 0 && f.Attached == 0 }
 func Of(node *corev1.Node, pools []*simdevice.Pool, now time.Time) Fabric {
 	var f Fabric
 	for _, p := range pools {
-		if !p.Targets(node) {
+		// A pool being deleted or invalid publishes nothing (DesiredSlices validates).
+		if p.DeletionTimestamp != nil || !p.Targets(node) || len(p.Validate()) > 0 {
 			continue
 		}
 		gpus, attached := p.NVLinkFabric(node.Name, now)
@@ -98,25 +87,10 @@ func Of(node *corev1.Node, pools []*simdevice.Pool, now time.Time) Fabric {
 	return f
 }
 
-// hardware is the node as its GPUs' pools target it: with its clique label even while the label
-// is gone, so a pool selecting nodes by clique keeps counting the GPUs that took the node out
-// of it (else the label would come back, and go again, forever).
-func hardware(name string, labels, annotations map[string]string) *corev1.Node {
-	if _, labelled := labels[CliqueLabel]; !labelled {
-		if c, ok := annotations[DetachedCliqueAnnotation]; ok {
-			labels = maps.Clone(labels)
-			if labels == nil {
-				labels = map[string]string{}
-			}
-			labels[CliqueLabel] = c
-		}
-	}
-	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
-}
-
 // detached is the observation: the node's GPUs all have their NVLink fabric detached.
 func (d *Driver) detached(_ context.Context, obj *unstructured.Unstructured) (engine.Fact, error) {
-	f := Of(hardware(obj.GetName(), obj.GetLabels(), obj.GetAnnotations()), d.pools.List(), time.Now())
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: obj.GetName(), Labels: obj.GetLabels(), Annotations: obj.GetAnnotations()}}
+	f := Of(node, d.pools.List(), time.Now())
 	if f.GPUs == 0 {
 		return engine.Fact{Message: "no simulated NVIDIA GPU on the node"}, nil
 	}
@@ -124,8 +98,9 @@ func (d *Driver) detached(_ context.Context, obj *unstructured.Unstructured) (en
 	return engine.Fact{Holds: f.Detached(), Message: msg, RecheckAfter: f.Next}, nil
 }
 
-// poolNodes maps a pool to the simulated nodes it targets that have a clique, or had one
-// before their fabric went down: its faults decide whether they keep it.
+// poolNodes maps a pool to the simulated nodes it targets that have a clique, and to every node
+// out of its clique (the pool may have stopped targeting it, which gives the label back): the
+// pool's faults and targets decide whether they keep it.
 func (d *Driver) poolNodes(obj metav1.Object) []cache.ObjectName {
 	u, ok := obj.(*unstructured.Unstructured)
 	if !ok {
@@ -142,8 +117,7 @@ func (d *Driver) poolNodes(obj metav1.Object) []cache.ObjectName {
 			continue
 		}
 		_, labelled := n.Labels[CliqueLabel]
-		_, kept := n.Annotations[DetachedCliqueAnnotation]
-		if (labelled || kept) && pool.Targets(hardware(n.Name, n.Labels, n.Annotations)) {
+		if _, left := simdevice.LeftClique(n.Labels, n.Annotations); left || labelled && pool.Targets(n) {
 			out = append(out, cache.ObjectName{Name: n.Name})
 		}
 	}

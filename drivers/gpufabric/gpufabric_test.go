@@ -73,6 +73,23 @@ func TestOf(t *testing.T) {
 	}
 }
 
+// TestOfNext: a timed fabric-detached campaign makes the node's fact say when to look again.
+func TestOfNext(t *testing.T) {
+	created := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
+	p := gpus("gb200")
+	p.CreationTimestamp = metav1.NewTime(created)
+	p.Spec.FaultCampaigns = []simdevice.FaultCampaign{{Seed: 3, Mode: simdevice.FaultFabricDetached, MeanTimeToFault: "1h"}}
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n0", Labels: map[string]string{CliqueLabel: clique}}}
+	want, ok := p.Spec.NextCampaignFault([]string{"n0"}, time.Second)
+	f := Of(node, []*simdevice.Pool{p}, created.Add(time.Second))
+	if !ok || f.Next != want || f.Next <= 0 {
+		t.Errorf("Next %v, want %v (%v)", f.Next, want, ok)
+	}
+	if f = Of(node, []*simdevice.Pool{p}, created.Add(time.Second+want)); !f.Detached() || f.Next != 0 {
+		t.Errorf("at the node's time: %+v detached %v, want every GPU detached and nothing more to come", f, f.Detached())
+	}
+}
+
 // TestDetachedNodeStaysTargeted: a pool selecting nodes by their clique keeps counting the GPUs
 // of a node whose label is gone (kept in the annotation), so the label does not come back while
 // the fabric is detached; the pool's own pools are the node's.
@@ -121,23 +138,5 @@ func TestDetachedNodeStaysTargeted(t *testing.T) {
 	u.SetLabels(map[string]string{CliqueLabel: "a1b2c3d4-e5f6-7890-abcd-ef1234567890.1"})
 	if fact, _ := d.detached(context.Background(), u); fact.Holds || fact.Message != "no simulated NVIDIA GPU on the node" {
 		t.Errorf("untargeted node: %+v", fact)
-	}
-}
-
-// TestClique: the clique a node's GPUs belong to is its label, or while the fabric is detached
-// the kept one (the compute-domain kubelet plugin read it at its start and keeps it).
-func TestClique(t *testing.T) {
-	for _, c := range []struct {
-		labels, annotations map[string]string
-		want                string
-	}{
-		{map[string]string{CliqueLabel: clique}, nil, clique},
-		{nil, map[string]string{DetachedCliqueAnnotation: clique}, clique},
-		{map[string]string{CliqueLabel: "u.1"}, map[string]string{DetachedCliqueAnnotation: clique}, "u.1"},
-		{nil, nil, ""},
-	} {
-		if got := Clique(c.labels, c.annotations); got != c.want {
-			t.Errorf("Clique(%v, %v) = %q, want %q", c.labels, c.annotations, got, c.want)
-		}
 	}
 }

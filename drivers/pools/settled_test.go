@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/draforge/draforge/drivers/simdevice"
 	"github.com/draforge/draforge/drivers/simdevice/pooltest"
 	"github.com/draforge/draforge/engine"
 )
@@ -182,7 +183,9 @@ func TestTimedCampaignComesDue(t *testing.T) {
 	}
 	// outOfDate asks the engine to look again when the next fault after this one is due.
 	fact, err := d.outOfDate(t.Context(), pool)
-	if err != nil || !fact.Holds || fact.RecheckAfter <= 0 {
-		t.Errorf("outOfDate at the fault: %+v, %v; want out of date with a recheck", fact, err)
+	p, _ := simdevice.FromUnstructured(pool)
+	want, ok := p.Spec.NextCampaignFault([]string{"n1", "n2"}, clock.Sub(created))
+	if err != nil || !fact.Holds || !ok || fact.RecheckAfter != want {
+		t.Errorf("outOfDate at the fault: %+v, %v; want out of date, recheck after %v (the next fault)", fact, err, want)
 	}
 }

@@ -59,12 +59,13 @@ func hash(s string, n int) string {
 
 // Targets reports whether the pool publishes devices on node: the node is listed in
 // spec.targetNodes OR its labels match every entry of spec.nodeSelector (an empty or missing
-// nodeSelector matches nothing, so it never selects all nodes by accident).
+// nodeSelector matches nothing, so it never selects all nodes by accident). A node out of its
+// NVLink clique matches as if it still had the clique label (hardwareLabels).
 func (p *Pool) Targets(node *corev1.Node) bool {
 	if slices.Contains(p.Spec.TargetNodes, node.Name) {
 		return true
 	}
-	return len(p.Spec.NodeSelector) > 0 && labels.SelectorFromSet(p.Spec.NodeSelector).Matches(labels.Set(node.Labels))
+	return len(p.Spec.NodeSelector) > 0 && labels.SelectorFromSet(p.Spec.NodeSelector).Matches(labels.Set(hardwareLabels(node)))
 }
 
 // DesiredSlices returns the ResourceSlices the pool should have, sorted by node and index.
@@ -129,12 +130,14 @@ func DesiredSlicesAt(pool *Pool, nodes []*corev1.Node, now time.Time) ([]*resour
 }
 
 // Elapsed is the time from the pool's creation to now, which timed fault campaigns count from
-// (0 for a pool not created yet).
+// (0 for a pool not created yet, or created "after" now).
 func (p *Pool) Elapsed(now time.Time) time.Duration {
 	if p.CreationTimestamp.IsZero() {
 		return 0
 	}
-	return now.Sub(p.CreationTimestamp.Time)
+	// A controller clock behind the API server's must not read as "before creation": fraction
+	// campaigns would publish nothing until it caught up.
+	return max(0, now.Sub(p.CreationTimestamp.Time))
 }
 
 func compareStrings(a, b string) int {

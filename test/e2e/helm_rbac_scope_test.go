@@ -159,10 +159,12 @@ func TestHelmRBACScope(t *testing.T) {
 		_, err = ctl.CoreV1().Nodes().Patch(ctx, realNode, types.MergePatchType, []byte(clique), metav1.PatchOptions{})
 		wantPolicyDenied(t, "drop a real node's clique label", err, policy, "writes only Nodes labelled draforge.oaslananka/simulated=true")
 		for what, patch := range map[string]string{
-			"label a simulated node":                `{"metadata":{"labels":{"topology.kubernetes.io/rack":"rack-9"}}}`,
-			"annotate a simulated node":             `{"metadata":{"annotations":{"example.com/note":"x"}}}`,
-			"cordon a simulated node":               `{"spec":{"unschedulable":true}}`,
-			"unlabel a simulated node as simulated": `{"metadata":{"labels":{"` + simnode.LabelSimulated + `":null}}}`,
+			"label a simulated node":                 `{"metadata":{"labels":{"topology.kubernetes.io/rack":"rack-9"}}}`,
+			"annotate a simulated node":              `{"metadata":{"annotations":{"example.com/note":"x"}}}`,
+			"cordon a simulated node":                `{"spec":{"unschedulable":true}}`,
+			"hold a simulated node with a finalizer": `{"metadata":{"finalizers":["example.com/hold"]}}`,
+			"make a simulated node owned":            `{"metadata":{"ownerReferences":[{"apiVersion":"v1","kind":"ConfigMap","name":"x","uid":"0d5c1f7e-0000-4000-8000-000000000000"}]}}`,
+			"unlabel a simulated node as simulated":  `{"metadata":{"labels":{"` + simnode.LabelSimulated + `":null}}}`,
 		} {
 			_, err = ctl.CoreV1().Nodes().Patch(ctx, simNode, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
 			wantPolicyDenied(t, what, err, policy, "changes only the label nvidia.com/gpu.clique")
