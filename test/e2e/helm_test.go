@@ -200,11 +200,14 @@ func TestHelmInstallAndRBAC(t *testing.T) {
 			"list coordination.k8s.io/leases":                    false,
 			"watch coordination.k8s.io/leases":                   false,
 		})
-		// The node machine: simulated nodes' conditions and their Leases in kube-node-lease.
+		// The node machine: simulated nodes' conditions and their Leases in kube-node-lease; the
+		// gpuclique machine: their clique label (the admission policy keeps that patch to the
+		// label and its annotation on simulated nodes, TestHelmRBACScope).
 		checkAccess(t, sa, "", map[string]bool{
 			"patch /nodes/status":  true,
 			"update /nodes/status": false,
-			"patch /nodes":         false,
+			"patch /nodes":         true,
+			"update /nodes":        false,
 			// no Lease informer across namespaces
 			"list coordination.k8s.io/leases":  false,
 			"watch coordination.k8s.io/leases": false,
