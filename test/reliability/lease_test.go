@@ -338,5 +338,5 @@ func testLeaderElectionOutage(t *testing.T, allocator string) {
 		t.Errorf("10 claims hold %d distinct devices", n)
 	}
 	// kube-controller-manager drops the handed-over pods from reservedFor once its informers are back.
-	eventually(t, schedulerReconnect, func() (bool, string) { return handedOver(t, e, allocator) })
+	eventually(t, handoffBound, func() (bool, string) { return handedOver(t, e, allocator) })
 }
