@@ -1,6 +1,7 @@
 package allocationpod
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -146,5 +147,52 @@ func TestHandedOver(t *testing.T) {
 	c.Finalizers = []string{"example.com/keep"}
 	if !HandedOver(c) {
 		t.Error("allocated, reserved for nobody, another owner's finalizer only: handed over")
+	}
+}
+
+func TestUnreserve(t *testing.T) {
+	c := claim()
+	user := resourcev1.ResourceClaimConsumerReference{Resource: "pods", Name: "user", UID: "u"}
+	other := resourcev1.ResourceClaimConsumerReference{APIGroup: "example.com", Resource: "pods", Name: Name(c), UID: "x"}
+	c.Status.ReservedFor = []resourcev1.ResourceClaimConsumerReference{user,
+		{Resource: "pods", Name: Name(c), UID: "pod-uid"}, other}
+	if !Unreserve(c) {
+		t.Fatal("the allocation pod's entry was there to drop")
+	}
+	if want := []resourcev1.ResourceClaimConsumerReference{user, other}; !slices.Equal(c.Status.ReservedFor, want) {
+		t.Errorf("reservedFor %v, want %v", c.Status.ReservedFor, want)
+	}
+	if Unreserve(c) {
+		t.Error("nothing left to drop")
+	}
+}
+
+// Released: only the claim machine's own half-done handoff (finalizer off, pod unreserved,
+// still allocated) counts, not kube-scheduler's state before or after its PreBind.
+func TestReleased(t *testing.T) {
+	c := claim()
+	p := Build(c)
+	p.UID = "pod-uid"
+	c.Finalizers = []string{resourcev1.Finalizer}
+	c.Status.Allocation = &resourcev1.AllocationResult{}
+	c.Status.ReservedFor = []resourcev1.ResourceClaimConsumerReference{{Resource: "pods", Name: p.Name, UID: p.UID}}
+	if Released(c, p) {
+		t.Error("reserved for the pod and protected: kube-scheduler's PreBind, not released")
+	}
+	c.Finalizers = nil
+	if Released(c, p) {
+		t.Error("still reserved for the pod")
+	}
+	c.Status.ReservedFor = nil
+	if !Released(c, p) {
+		t.Error("finalizer off and unreserved while allocated: released")
+	}
+	c.Finalizers = []string{resourcev1.Finalizer}
+	if Released(c, p) {
+		t.Error("kube-scheduler's finalizer still on")
+	}
+	c.Finalizers, c.Status.Allocation = nil, nil
+	if Released(c, p) {
+		t.Error("deallocated (kube-scheduler's Unreserve): not released")
 	}
 }

@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	"github.com/draforge/draforge/drivers/allocationpod"
@@ -24,12 +25,18 @@ import (
 //     pkg/scheduler/framework/plugins/dynamicresources bindClaim);
 //  3. claimReservedForAllocationPod: the claim is allocated and reserved for the pod, and the
 //     pod is bound, so kube-scheduler's binding cycle is over (no Unreserve can follow);
-//  4. the machine removes the finalizer (merge patch carrying the resourceVersion), then
-//     completeAllocation deletes the pod with grace period 0 (it never ran);
-//  5. kube-controller-manager's resourceclaim controller drops the pod from reservedFor. It
-//     deallocates only a claim that still carries the finalizer (v1.37.2
-//     pkg/controller/resourceclaim syncClaim), and its status write carries the resourceVersion
-//     it read: a stale read that still shows the finalizer conflicts, and the retry sees it gone.
+//  4. the machine removes the finalizer (merge patch carrying the resourceVersion);
+//  5. completeAllocation drops the pod from reservedFor (with the resourceVersion the finalizer
+//     patch returned), then deletes the pod with grace period 0 (it never ran). Leaving the
+//     reservation to kube-controller-manager's resourceclaim controller is not enough: it drops
+//     it only on a pod event or a claim update after the pod is gone (v1.37.2
+//     pkg/controller/resourceclaim enqueuePod, syncClaim), and when its pod informer is
+//     reconnecting (after an API-server outage) for the pod's whole short life, no event ever
+//     comes and the claim stays reserved for a pod that does not exist. Dropping it before the
+//     delete leaves kube-controller-manager nothing to write (no conflicting write of its own).
+//     It deallocates only a claim that still carries the finalizer, and its status write
+//     carries the resourceVersion it read: a stale read that still shows the finalizer
+//     conflicts, and the retry sees it gone.
 // The claim ends allocated and reserved for nobody, as the simulator's allocator leaves it, but
 // kube-scheduler made the decision.
 
@@ -106,7 +113,8 @@ func SchedulingMessage(claim *resourcev1.ResourceClaim, pod *corev1.Pod) string 
 }
 
 // reservedForPod holds when kube-scheduler allocated the claim for its allocation pod and bound
-// the pod: the scheduler is done with both.
+// the pod: the scheduler is done with both. A handoff that released the claim but failed to
+// delete the pod holds too, so the pass that deletes it comes again.
 func (d *Driver) reservedForPod(ctx context.Context, obj *unstructured.Unstructured) (engine.Fact, error) {
 	claim, err := typedClaim(ctx, obj)
 	if err != nil {
@@ -116,7 +124,7 @@ func (d *Driver) reservedForPod(ctx context.Context, obj *unstructured.Unstructu
 	switch {
 	case pod == nil:
 		return engine.Fact{Message: "no allocation pod"}, nil
-	case !allocationpod.ReservedFor(claim, pod):
+	case !allocationpod.ReservedFor(claim, pod) && !allocationpod.Released(claim, pod):
 		return engine.Fact{Message: "claim not allocated and reserved for allocation pod " + pod.Name}, nil
 	case pod.Spec.NodeName == "":
 		return engine.Fact{Message: "allocation pod " + pod.Name + " not bound yet"}, nil
@@ -124,16 +132,50 @@ func (d *Driver) reservedForPod(ctx context.Context, obj *unstructured.Unstructu
 	return engine.Fact{Holds: true, Message: "allocated for allocation pod " + pod.Name + " on node " + pod.Spec.NodeName}, nil
 }
 
-// complete deletes the allocation pod once the claim is taken over (its finalizer removed)
-// and counts the allocation.
+// complete takes the claim over once its finalizer is removed: it drops the allocation pod
+// from reservedFor, deletes the pod and counts the allocation.
 func (d *Driver) complete(ctx context.Context, obj *unstructured.Unstructured) error {
 	claim, err := typedClaim(ctx, obj)
 	if err != nil {
 		return err
 	}
+	if err := d.unreserve(ctx, claim, obj); err != nil {
+		return err
+	}
 	deleted, err := d.deleteOwnPod(ctx, claim)
 	if deleted {
 		d.allocated.Inc()
+	}
+	return err
+}
+
+// unreserve drops the allocation pod from the claim's reservedFor. The first try writes
+// what this pass read, at the resourceVersion the finalizer patch left in obj (the typed claim
+// predates it); on a conflict (kube-controller-manager dropped it first) it reads again.
+func (d *Driver) unreserve(ctx context.Context, claim *resourcev1.ResourceClaim, obj *unstructured.Unstructured) error {
+	claim = claim.DeepCopy()
+	claim.ResourceVersion, claim.Finalizers = obj.GetResourceVersion(), obj.GetFinalizers()
+	claims := d.kube.ResourceV1().ResourceClaims(claim.Namespace)
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if claim == nil {
+			fresh, err := claims.Get(ctx, obj.GetName(), metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if fresh.UID != obj.GetUID() {
+				return nil // deleted and re-created: not this claim's pod
+			}
+			claim = fresh
+		}
+		if !allocationpod.Unreserve(claim) {
+			return nil
+		}
+		_, err := claims.UpdateStatus(ctx, claim, metav1.UpdateOptions{})
+		claim = nil
+		return err
+	})
+	if apierrors.IsNotFound(err) {
+		return nil // the claim is gone
 	}
 	return err
 }

@@ -337,6 +337,6 @@ func testLeaderElectionOutage(t *testing.T, allocator string) {
 	if n := checkUnique(t, after); n != 10 {
 		t.Errorf("10 claims hold %d distinct devices", n)
 	}
-	// kube-controller-manager drops the handed-over pods from reservedFor once its informers are back.
+	// The controller hands the claims over itself, not waiting for kube-controller-manager.
 	eventually(t, handoffBound, func() (bool, string) { return handedOver(t, e, allocator) })
 }

@@ -64,8 +64,8 @@ func dedicatedCluster(t *testing.T) (*cluster.Cluster, *e2eutil.Env) {
 // `kube-scheduler`, the default, where each standalone claim gets an allocation pod that the
 // real kube-scheduler allocates and the controller then hands over (docs/allocator.md). So the
 // control planes here run kube-scheduler and kube-controller-manager too (its resourceclaim
-// controller drops a handed-over pod from reservedFor); the simulator tests create no pods,
-// so neither acts on their claims.
+// controller would drop a deleted pod from reservedFor; the controller does it first); the
+// simulator tests create no pods, so neither acts on their claims.
 var allocators = []string{"simulator", "kube-scheduler"}
 
 const allocatorFlag = "--allocator"

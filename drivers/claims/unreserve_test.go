@@ -1,0 +1,80 @@
+package claims
+
+import (
+	"context"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	resourcev1 "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/draforge/draforge/drivers/allocationpod"
+	"github.com/draforge/draforge/drivers/clusterview"
+)
+
+// completeAllocation drops the allocation pod from reservedFor itself, keeping a user pod's
+// entry, and deletes the pod: kube-controller-manager may never hear of the pod's deletion (its
+// pod informer reconnecting after an outage for the pod's whole life). A write that conflicts
+// (the claim changed after the pass read it) reads again and writes again.
+func TestCompleteUnreservesAllocationPod(t *testing.T) {
+	for _, conflict := range []bool{false, true} {
+		claim := &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "c", UID: "claim-uid", ResourceVersion: "7"}}
+		pod := allocationpod.Build(claim)
+		pod.UID, pod.Spec.NodeName = "pod-uid", "node-a"
+		user := resourcev1.ResourceClaimConsumerReference{Resource: "pods", Name: "user", UID: "user-uid"}
+		claim.Status.Allocation = &resourcev1.AllocationResult{}
+		claim.Status.ReservedFor = []resourcev1.ResourceClaimConsumerReference{
+			{Resource: "pods", Name: pod.Name, UID: pod.UID}, user}
+		u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(claim)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kube := fake.NewClientset(claim.DeepCopy(), pod)
+		updates := 0
+		kube.PrependReactor("update", "resourceclaims", func(a k8stesting.Action) (bool, runtime.Object, error) {
+			updates++
+			if !conflict || updates > 1 {
+				return false, nil, nil
+			}
+			// Another writer changed the claim between our read and our write.
+			c := claim.DeepCopy()
+			c.Labels = map[string]string{"changed": "yes"}
+			c.ResourceVersion = "8"
+			if err := kube.Tracker().Update(schema.GroupVersionResource{Group: "resource.k8s.io", Version: "v1", Resource: "resourceclaims"}, c, "team-a"); err != nil {
+				t.Fatal(err)
+			}
+			return true, nil, apierrors.NewConflict(schema.GroupResource{Group: "resource.k8s.io", Resource: "resourceclaims"}, "c", nil)
+		})
+		pods := cache.NewIndexer(cache.MetaNamespaceKeyFunc, clusterview.PodIndexers())
+		if err := pods.Add(pod); err != nil {
+			t.Fatal(err)
+		}
+		d := &Driver{kube: kube, Pods: clusterview.PodsOver(pods), allocated: prometheus.NewCounter(prometheus.CounterOpts{Name: "allocations"})}
+		if err := d.complete(context.Background(), &unstructured.Unstructured{Object: u}); err != nil {
+			t.Fatalf("conflict=%v: complete: %v", conflict, err)
+		}
+		if _, err := kube.CoreV1().Pods("team-a").Get(context.Background(), pod.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("conflict=%v: allocation pod not deleted: %v", conflict, err)
+		}
+		got, err := kube.ResourceV1().ResourceClaims("team-a").Get(context.Background(), "c", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got.Status.ReservedFor) != 1 || got.Status.ReservedFor[0] != user || got.Status.Allocation == nil {
+			t.Errorf("conflict=%v: reservedFor %v allocation %v, want only the user pod, still allocated", conflict, got.Status.ReservedFor, got.Status.Allocation)
+		}
+		if want := map[bool]int{false: 1, true: 2}[conflict]; updates != want {
+			t.Errorf("conflict=%v: %d status updates, want %d", conflict, updates, want)
+		}
+		if conflict && got.Labels["changed"] != "yes" {
+			t.Errorf("the other writer's change was lost: labels %v", got.Labels)
+		}
+	}
+}
