@@ -123,17 +123,6 @@ func Unreserve(claim *resourcev1.ResourceClaim) bool {
 	return len(claim.Status.ReservedFor) < before
 }
 
-// Released reports whether the claim machine began the handoff and stopped short of deleting
-// the pod: the claim allocated, kube-scheduler's finalizer removed and the allocation pod no
-// longer in reservedFor. Only the machine removes both while the pod exists (kube-scheduler's
-// Unreserve deallocates, kube-controller-manager drops only gone or finished pods).
-func Released(claim *resourcev1.ResourceClaim, pod *corev1.Pod) bool {
-	return claim.Status.Allocation != nil && !slices.Contains(claim.Finalizers, resourcev1.Finalizer) &&
-		!slices.ContainsFunc(claim.Status.ReservedFor, func(r resourcev1.ResourceClaimConsumerReference) bool {
-			return r.APIGroup == "" && r.Resource == "pods" && r.Name == pod.Name
-		})
-}
-
 // HandedOver reports whether claim is in the state the handoff leaves it: allocated, reserved
 // for nobody and without kube-scheduler's delete-protection finalizer (resourcev1.Finalizer),
 // so that it stays allocated until deleted, as one the controller allocated itself. Whether its

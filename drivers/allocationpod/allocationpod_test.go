@@ -166,33 +166,3 @@ func TestUnreserve(t *testing.T) {
 		t.Error("nothing left to drop")
 	}
 }
-
-// Released: only the claim machine's own half-done handoff (finalizer off, pod unreserved,
-// still allocated) counts, not kube-scheduler's state before or after its PreBind.
-func TestReleased(t *testing.T) {
-	c := claim()
-	p := Build(c)
-	p.UID = "pod-uid"
-	c.Finalizers = []string{resourcev1.Finalizer}
-	c.Status.Allocation = &resourcev1.AllocationResult{}
-	c.Status.ReservedFor = []resourcev1.ResourceClaimConsumerReference{{Resource: "pods", Name: p.Name, UID: p.UID}}
-	if Released(c, p) {
-		t.Error("reserved for the pod and protected: kube-scheduler's PreBind, not released")
-	}
-	c.Finalizers = nil
-	if Released(c, p) {
-		t.Error("still reserved for the pod")
-	}
-	c.Status.ReservedFor = nil
-	if !Released(c, p) {
-		t.Error("finalizer off and unreserved while allocated: released")
-	}
-	c.Finalizers = []string{resourcev1.Finalizer}
-	if Released(c, p) {
-		t.Error("kube-scheduler's finalizer still on")
-	}
-	c.Finalizers, c.Status.Allocation = nil, nil
-	if Released(c, p) {
-		t.Error("deallocated (kube-scheduler's Unreserve): not released")
-	}
-}

@@ -26,17 +26,19 @@ import (
 //  3. claimReservedForAllocationPod: the claim is allocated and reserved for the pod, and the
 //     pod is bound, so kube-scheduler's binding cycle is over (no Unreserve can follow);
 //  4. the machine removes the finalizer (merge patch carrying the resourceVersion);
-//  5. completeAllocation drops the pod from reservedFor (with the resourceVersion the finalizer
-//     patch returned), then deletes the pod with grace period 0 (it never ran). Leaving the
+//  5. completeAllocation deletes the pod with grace period 0 (it never ran), then drops it from
+//     reservedFor (with the resourceVersion the finalizer patch returned). Leaving the
 //     reservation to kube-controller-manager's resourceclaim controller is not enough: it drops
 //     it only on a pod event or a claim update after the pod is gone (v1.37.2
 //     pkg/controller/resourceclaim enqueuePod, syncClaim), and when its pod informer is
 //     reconnecting (after an API-server outage) for the pod's whole short life, no event ever
-//     comes and the claim stays reserved for a pod that does not exist. Dropping it before the
-//     delete leaves kube-controller-manager nothing to write (no conflicting write of its own).
-//     It deallocates only a claim that still carries the finalizer, and its status write
-//     carries the resourceVersion it read: a stale read that still shows the finalizer
-//     conflicts, and the retry sees it gone.
+//     comes and the claim stays reserved for a pod that does not exist. Not before the delete:
+//     kube-controller-manager reserves an allocated claim for a bound pod that uses it and is
+//     not in reservedFor (syncPod, for pods bound without kube-scheduler), so it would put the
+//     entry back. It deallocates only a claim that still carries the finalizer, and its status
+//     write carries the resourceVersion it read: a stale read that still shows the finalizer
+//     conflicts, and the retry sees it gone. Should the reservedFor write fail after the delete,
+//     kube-controller-manager's own removal is what is left.
 // The claim ends allocated and reserved for nobody, as the simulator's allocator leaves it, but
 // kube-scheduler made the decision.
 
@@ -113,8 +115,7 @@ func SchedulingMessage(claim *resourcev1.ResourceClaim, pod *corev1.Pod) string 
 }
 
 // reservedForPod holds when kube-scheduler allocated the claim for its allocation pod and bound
-// the pod: the scheduler is done with both. A handoff that released the claim but failed to
-// delete the pod holds too, so the pass that deletes it comes again.
+// the pod: the scheduler is done with both.
 func (d *Driver) reservedForPod(ctx context.Context, obj *unstructured.Unstructured) (engine.Fact, error) {
 	claim, err := typedClaim(ctx, obj)
 	if err != nil {
@@ -124,7 +125,7 @@ func (d *Driver) reservedForPod(ctx context.Context, obj *unstructured.Unstructu
 	switch {
 	case pod == nil:
 		return engine.Fact{Message: "no allocation pod"}, nil
-	case !allocationpod.ReservedFor(claim, pod) && !allocationpod.Released(claim, pod):
+	case !allocationpod.ReservedFor(claim, pod):
 		return engine.Fact{Message: "claim not allocated and reserved for allocation pod " + pod.Name}, nil
 	case pod.Spec.NodeName == "":
 		return engine.Fact{Message: "allocation pod " + pod.Name + " not bound yet"}, nil
@@ -132,21 +133,21 @@ func (d *Driver) reservedForPod(ctx context.Context, obj *unstructured.Unstructu
 	return engine.Fact{Holds: true, Message: "allocated for allocation pod " + pod.Name + " on node " + pod.Spec.NodeName}, nil
 }
 
-// complete takes the claim over once its finalizer is removed: it drops the allocation pod
-// from reservedFor, deletes the pod and counts the allocation.
+// complete takes the claim over once its finalizer is removed: it deletes the allocation pod,
+// counts the allocation and drops the pod from reservedFor.
 func (d *Driver) complete(ctx context.Context, obj *unstructured.Unstructured) error {
 	claim, err := typedClaim(ctx, obj)
 	if err != nil {
-		return err
-	}
-	if err := d.unreserve(ctx, claim, obj); err != nil {
 		return err
 	}
 	deleted, err := d.deleteOwnPod(ctx, claim)
 	if deleted {
 		d.allocated.Inc()
 	}
-	return err
+	if err != nil {
+		return err
+	}
+	return d.unreserve(ctx, claim, obj)
 }
 
 // unreserve drops the allocation pod from the claim's reservedFor. The first try writes

@@ -409,8 +409,8 @@ const (
 
 // defaultAllocation measures the controller's default mode (docs/allocator.md): one allocation
 // pod per claim, which kube-scheduler schedules, allocating the claim; the controller then
-// removes kube-scheduler's finalizer, drops the pod from reservedFor and deletes the pod
-// (kube-controller-manager's resourceclaim controller has nothing left to do but is counted).
+// removes kube-scheduler's finalizer, deletes the pod and drops it from reservedFor
+// (kube-controller-manager's resourceclaim controller would too; it is counted).
 // The three run first, each behind a
 // counting proxy of its own (kube-controller-manager with only its resourceclaim controller: the
 // node lifecycle controller would taint the bench's heartbeat-less nodes); then n claims are
