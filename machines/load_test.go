@@ -71,7 +71,7 @@ func TestDefault(t *testing.T) {
 		t.Errorf("pool outcomes %v related %v", pool.Outcomes, pool.Related)
 	}
 	deg := pool.States["synced"].Conditions[2]
-	if deg.Type != "Degraded" || deg.When == nil || deg.When.Of != "crd" || deg.When.AtLeast == nil || *deg.When.AtLeast != 4 {
+	if deg.Type != "Degraded" || deg.When == nil || deg.When.Of != "crd" || deg.When.AtLeast == nil || *deg.When.AtLeast != 5 {
 		t.Errorf("pool Degraded condition = %+v", deg)
 	}
 	b := pool.Backoff

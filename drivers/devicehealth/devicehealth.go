@@ -1,6 +1,7 @@
 // Package devicehealth names the health taints real DRA drivers publish and says what they
 // mean: the NVIDIA GPU driver's (kubernetes-sigs/dra-driver-nvidia-gpu v0.4.1,
-// cmd/gpu-kubelet-plugin/device_health.go). drivers/simdevice publishes them for driver-shaped
+// cmd/gpu-kubelet-plugin/device_health.go) and the Intel GPU driver's
+// (intel/intel-resource-drivers-for-kubernetes 1da939f, cmd/kubelet-gpu-plugin/node_state.go). drivers/simdevice publishes them for driver-shaped
 // faults; explain and doctor describe them wherever they come from. Pure, no dependencies on
 // the rest of DRAForge.
 package devicehealth
@@ -8,6 +9,7 @@ package devicehealth
 import (
 	"slices"
 	"strconv"
+	"strings"
 
 	resourcev1 "k8s.io/api/resource/v1"
 )
@@ -57,11 +59,65 @@ var xidDescriptions = map[int64]string{
 	109: "Context Switch Timeout Error",
 }
 
+// IntelDriverName is the Intel GPU DRA driver's name (pkg/gpu/device DriverName).
+const IntelDriverName = "gpu.intel.com"
+
+// The Intel GPU driver's health: one taint per unhealthy device, key IntelTaintPrefix followed by
+// the device's unhealthy categories, sorted and joined by "_", no value, effect NoExecute
+// (node_state.go GetResources). The categories DRAForge's Intel faults set: the driver's own
+// DeviceAbsent (the device left the PCI bus) and xpumd's names, hw.type then "." and
+// hw.sensor_location (xpumd exporter translator.go; as the driver's xpumd_test.go uses them).
+const (
+	IntelHealthy         = "Healthy"
+	IntelUnhealthy       = "Unhealthy"
+	IntelTaintPrefix     = "HealthIssues-"
+	IntelDeviceAbsent    = "DeviceAbsent"
+	IntelMemory          = "memory"
+	IntelCoreTemperature = "temperature.core.gpu"
+)
+
+// intelCategories describe the categories for explain.
+var intelCategories = map[string]string{
+	IntelDeviceAbsent:    "the GPU is no longer discoverable on the PCI bus",
+	IntelMemory:          "GPU memory health critical",
+	IntelCoreTemperature: "GPU core temperature critical",
+}
+
+// IntelCategories returns the unhealthy categories an Intel health taint names; ok is false for
+// other keys.
+func IntelCategories(key string) ([]string, bool) {
+	rest, ok := strings.CutPrefix(key, IntelTaintPrefix)
+	if !ok || rest == "" {
+		return nil, false
+	}
+	// Category names hold no "_" (DeviceAbsent, memory, temperature.<location>).
+	return strings.Split(rest, "_"), true
+}
+
+// ReportsUnhealthy reports whether a driver marks a device with taint t unhealthy in its pod
+// resource health (KEP-4680): the Intel driver reports its devices' overall health
+// (cmd/kubelet-gpu-plugin/resourceHealthPodStatus.go), Unhealthy with any unhealthy category;
+// the NVIDIA driver v0.4.1 reports none.
+func ReportsUnhealthy(t resourcev1.DeviceTaint) bool {
+	_, ok := IntelCategories(t.Key)
+	return ok
+}
+
 // IgnoredXID reports whether the NVIDIA driver publishes XID xid as informational (effect None).
 func IgnoredXID(xid int64) bool { return slices.Contains(NvidiaIgnoredXIDs, xid) }
 
-// Meaning explains a health taint of the NVIDIA driver, for explain; "" for other keys.
+// Meaning explains a health taint of the NVIDIA or Intel driver, for explain; "" for other keys.
 func Meaning(t resourcev1.DeviceTaint) string {
+	if cats, ok := IntelCategories(t.Key); ok {
+		parts := make([]string, len(cats))
+		for i, c := range cats {
+			parts[i] = c
+			if d := intelCategories[c]; d != "" {
+				parts[i] += " (" + d + ")"
+			}
+		}
+		return "Intel GPU driver health: unhealthy " + strings.Join(parts, ", ") + "; effect NoExecute evicts the pods using the GPU"
+	}
 	switch t.Key {
 	case TaintNvidiaXID:
 		xid, err := strconv.ParseInt(t.Value, 10, 64)

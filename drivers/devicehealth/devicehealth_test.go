@@ -1,6 +1,7 @@
 package devicehealth
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -20,6 +21,28 @@ func TestMeaning(t *testing.T) {
 	} {
 		if got := Meaning(tc.taint); !strings.Contains(got, tc.want) || (tc.want == "" && got != "") {
 			t.Errorf("Meaning(%v) = %q, want it to contain %q", tc.taint, got, tc.want)
+		}
+	}
+}
+
+// The Intel driver's taint: its categories read back from the key, each described; other keys
+// are not Intel's; the driver reports such devices Unhealthy (KEP-4680).
+func TestIntelHealthTaint(t *testing.T) {
+	tn := resourcev1.DeviceTaint{Key: "HealthIssues-DeviceAbsent_temperature.core.gpu", Effect: resourcev1.DeviceTaintEffectNoExecute}
+	cats, ok := IntelCategories(tn.Key)
+	if !ok || !slices.Equal(cats, []string{IntelDeviceAbsent, IntelCoreTemperature}) {
+		t.Errorf("IntelCategories = %v, %v", cats, ok)
+	}
+	want := "Intel GPU driver health: unhealthy DeviceAbsent (the GPU is no longer discoverable on the PCI bus), temperature.core.gpu (GPU core temperature critical); effect NoExecute evicts the pods using the GPU"
+	if got := Meaning(tn); got != want {
+		t.Errorf("Meaning = %q\nwant      %q", got, want)
+	}
+	if !ReportsUnhealthy(tn) {
+		t.Error("an Intel health taint is reported Unhealthy")
+	}
+	for _, key := range []string{"HealthIssues-", "gpu.intel.com/HealthIssues-memory", TaintNvidiaXID, "UnboundUnmanaged"} {
+		if _, ok := IntelCategories(key); ok || ReportsUnhealthy(resourcev1.DeviceTaint{Key: key}) {
+			t.Errorf("%s read as an Intel health taint", key)
 		}
 	}
 }

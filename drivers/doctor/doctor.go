@@ -405,8 +405,8 @@ func checkSliceNodes(s *inventory.Snapshot) Result {
 const maxHealthEvidence = 20
 
 // checkHealthTaints lists the devices whose driver published a health taint in its
-// ResourceSlices (the NVIDIA driver's gpu.nvidia.com/xid, gpu-lost, unmonitored; simdevice
-// devicehealth.Meaning), newest pool generation only: WARN when one keeps new claims off a device
+// ResourceSlices (the NVIDIA driver's gpu.nvidia.com/xid, gpu-lost, unmonitored; the Intel
+// driver's HealthIssues-<categories>; devicehealth.Meaning), newest pool generation only: WARN when one keeps new claims off a device
 // (NoSchedule, NoExecute), PASS when they are all informational (None) or there are none.
 func checkHealthTaints(s *inventory.Snapshot) Result {
 	gen := map[inventory.PoolID]int64{}
@@ -442,7 +442,7 @@ func checkHealthTaints(s *inventory.Snapshot) Result {
 	}
 	return Result{Status: Warn, Message: fmt.Sprintf("%d driver health taints keep new claims off their devices (running pods stay unless the effect is NoExecute)%s", len(blocking), listed(len(blocking)+len(informational))),
 		Evidence:    capEvidence(append(blocking, informational...)),
-		Remediation: "the driver published these taints after a device health event. For a SimulatedDevicePool, clear the fault (draforge inject-fault POOL --device D --node N --mode healthy, or draforge clear-faults POOL) and the taint goes; the real NVIDIA driver keeps the taint until its kubelet plugin restarts. A claim that may use such a device tolerates the taint (spec.devices.requests[].exactly.tolerations)"}
+		Remediation: "the driver published these taints after a device health event. For a SimulatedDevicePool, clear the fault (draforge inject-fault POOL --device D --node N --mode healthy, or draforge clear-faults POOL) and the taint goes; the real NVIDIA driver keeps the taint until its kubelet plugin restarts, the Intel driver removes its NoExecute taint once every health category is healthy again. A claim that may use such a device tolerates the taint (spec.devices.requests[].exactly.tolerations)"}
 }
 
 // checkNVLinkCliques lists simulated nodes out of their NVLink clique: every GPU's fabric is

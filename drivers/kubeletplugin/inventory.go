@@ -159,9 +159,7 @@ func devicesOn(node *corev1.Node, pools []*simdevice.Pool, log zerolog.Logger) s
 					dev.Index = int(*a.IntValue)
 				}
 				for _, t := range d.Taints {
-					if t.Key == simdevice.TaintUnhealthy {
-						dev.Unhealthy = true
-					}
+					dev.Unhealthy = dev.Unhealthy || simdevice.ReportsUnhealthy(t)
 				}
 				dev.Network = devicestatus.NetworkFor(p, node.Name, &d)
 				dev.ReportsStatus = p.Spec.ReportsDeviceStatus()

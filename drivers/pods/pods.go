@@ -568,7 +568,7 @@ func (d *Driver) deviceHealthOf(driver, pool, device string) corev1.ResourceHeal
 			if s.DeviceName(i) != device {
 				continue
 			}
-			if slices.ContainsFunc(s.Taints(i), func(t resourcev1.DeviceTaint) bool { return t.Key == simdevice.TaintUnhealthy }) {
+			if slices.ContainsFunc(s.Taints(i), simdevice.ReportsUnhealthy) {
 				return corev1.ResourceHealthStatusUnhealthy
 			}
 			return corev1.ResourceHealthStatusHealthy

@@ -16,7 +16,7 @@ import (
 	"github.com/draforge/draforge/drivers/simdevice"
 )
 
-// Modes are the accepted --mode values: DRAForge's own, then the NVIDIA driver's health events
+// Modes are the accepted --mode values: DRAForge's own, then the real drivers' health events
 // (simdevice.DriverFaultModes, for pools whose profile mirrors that driver).
 var Modes = append([]simdevice.FaultMode{simdevice.FaultUnhealthy, simdevice.FaultCapacityExhausted, simdevice.FaultDisappear, simdevice.FaultBindingFailure, simdevice.FaultHealthy},
 	simdevice.DriverFaultModes...)
@@ -103,11 +103,11 @@ func Set(p *simdevice.Pool, f simdevice.Fault) ([]simdevice.Fault, error) {
 	if key == "" {
 		return nil, fmt.Errorf("SimulatedDevicePool %s/%s has no device %s (%s)", p.Namespace, p.Name, f.Device.String(), deviceNames(p))
 	}
-	if simdevice.IsDriverFault(f.Mode) {
+	if fam, ok := simdevice.FamilyOf(f.Mode); ok {
 		// The pool's validation says so too, at spec.faults[i]; this names the pool and profile.
-		if ok := slices.Contains(simdevice.HealthEventProfiles(), p.Spec.Profile); !ok {
-			return nil, fmt.Errorf("SimulatedDevicePool %s/%s: mode %s is a health event of the NVIDIA GPU driver, and its profile %q does not publish it (profiles that do: %s)",
-				p.Namespace, p.Name, f.Mode, p.Spec.Profile, profileNames(simdevice.HealthEventProfiles()))
+		if !slices.Contains(fam.Profiles(), p.Spec.Profile) {
+			return nil, fmt.Errorf("SimulatedDevicePool %s/%s: mode %s is a health event of %s, and its profile %q does not publish it (profiles that do: %s)",
+				p.Namespace, p.Name, f.Mode, fam.Product, p.Spec.Profile, profileNames(fam.Profiles()))
 		}
 	}
 	var out []simdevice.Fault

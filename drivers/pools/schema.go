@@ -11,7 +11,7 @@ const (
 	// version 0.
 	SchemaAnnotation = "draforge.oaslananka/schema-version"
 	// SchemaVersion is the CRD schema version this controller expects (deploy/crds carries it).
-	SchemaVersion = 4
+	SchemaVersion = 5
 
 	ConditionDegraded    = "Degraded"
 	ReasonSchemaPredates = "SchemaPredatesController"

@@ -21,7 +21,7 @@ const MaxFaultCampaigns = 16
 // CampaignModes are the modes a fault campaign can give: every fault mode but healthy (no fault)
 // and binding-failure (binding conditions are per device group, and campaigns are not allowed
 // with deviceGroups).
-var CampaignModes = []FaultMode{FaultUnhealthy, FaultCapacityExhausted, FaultDisappear, FaultXID, FaultECC, FaultNVLink, FaultGPULost, FaultUnmonitored, FaultFabricDetached}
+var CampaignModes = append([]FaultMode{FaultUnhealthy, FaultCapacityExhausted, FaultDisappear}, DriverFaultModes...)
 
 // CampaignDraw is a physical device's number in [0, 1) for a campaign with seed: the top 53 bits
 // of SHA-256(seed, node, index); index -1 draws for the whole node. Each device's draw is

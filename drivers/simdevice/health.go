@@ -12,10 +12,11 @@ import (
 )
 
 // Driver-shaped faults: a health event of the real driver a profile mirrors, published the way
-// that driver publishes it. Only the NVIDIA GPU driver has such a monitor today
+// that driver publishes it. Two drivers have such a monitor: the NVIDIA GPU driver
 // (kubernetes-sigs/dra-driver-nvidia-gpu v0.4.1, cmd/gpu-kubelet-plugin/device_health.go,
-// behind its NVMLDeviceHealthCheck feature gate, alpha and off by default); a simulated pool
-// whose profile mirrors it behaves as if the gate were on.
+// behind its NVMLDeviceHealthCheck feature gate, alpha and off by default; a simulated pool
+// whose profile mirrors it behaves as if the gate were on) and the Intel GPU driver
+// (health_intel.go).
 
 // Names of the NVIDIA driver's health taints (drivers/devicehealth).
 const (
@@ -28,12 +29,39 @@ const (
 	MaxXID                 = devicehealth.MaxXID
 )
 
-// HealthEventProfiles lists, sorted, the profiles that accept driver-shaped faults: those whose
-// driver is the NVIDIA GPU driver, except DynamicMIG ones (see healthFaultsRefused).
-func HealthEventProfiles() []Profile {
+// FaultFamily is a driver whose events some driver-shaped fault modes are.
+type FaultFamily struct {
+	// Driver is the real driver's name; What says what its modes are events of.
+	Driver, What string
+	// Product names the driver for messages ("the NVIDIA GPU driver").
+	Product string
+	Modes   []FaultMode
+}
+
+// FaultFamilies are the drivers with driver-shaped faults, in DriverFaultModes order.
+var FaultFamilies = []FaultFamily{
+	{Driver: NvidiaDriverName, What: "NVIDIA GPUs (the driver's health events, the NVLink fabric's state)", Product: "the NVIDIA GPU driver",
+		Modes: []FaultMode{FaultXID, FaultECC, FaultNVLink, FaultGPULost, FaultUnmonitored, FaultFabricDetached}},
+	{Driver: IntelDriverName, What: "Intel GPUs (the driver's health monitor, fed by xpumd and udev)", Product: "the Intel GPU driver",
+		Modes: []FaultMode{FaultDeviceAbsent, FaultMemoryCritical, FaultOverheat}},
+}
+
+// FamilyOf returns the family of a driver-shaped mode; ok is false for DRAForge's own modes.
+func FamilyOf(m FaultMode) (FaultFamily, bool) {
+	for _, f := range FaultFamilies {
+		if slices.Contains(f.Modes, m) {
+			return f, true
+		}
+	}
+	return FaultFamily{}, false
+}
+
+// Profiles lists, sorted, the profiles that publish the family's events: those whose driver is
+// the family's, except the NVIDIA driver's DynamicMIG ones (see faultRefused).
+func (f FaultFamily) Profiles() []Profile {
 	var out []Profile
 	for p, def := range profiles {
-		if def.driver == NvidiaDriverName && !def.dynamicMIG {
+		if def.driver == f.Driver && !def.dynamicMIG {
 			out = append(out, p)
 		}
 	}
@@ -44,24 +72,28 @@ func HealthEventProfiles() []Profile {
 // IsDriverFault reports whether m is a driver-shaped fault mode.
 func IsDriverFault(m FaultMode) bool { return slices.Contains(DriverFaultModes, m) }
 
-// healthFaultsRefused says why the profile cannot publish driver-shaped faults, or "".
-func healthFaultsRefused(p Profile) string {
+// faultRefused says why the profile cannot publish driver-shaped mode m, or "".
+func faultRefused(p Profile, m FaultMode) string {
+	fam, ok := FamilyOf(m)
+	if !ok {
+		return ""
+	}
 	def := profiles[p]
-	names := make([]string, 0, len(HealthEventProfiles()))
-	for _, h := range HealthEventProfiles() {
+	names := make([]string, 0, len(fam.Profiles()))
+	for _, h := range fam.Profiles() {
 		names = append(names, string(h))
 	}
-	want := "the pool's profile must mirror the NVIDIA GPU driver (" + strings.Join(names, ", ") + ")"
+	want := "the pool's profile must mirror " + fam.Product + " (" + strings.Join(names, ", ") + ")"
 	switch {
-	case def.driver == NvidiaDriverName && def.dynamicMIG:
+	case def.driver == fam.Driver && def.dynamicMIG:
 		// pkg/featuregates/featuregates.go ValidateFeatureGates (v0.4.1 and the commit the
 		// profiles mirror): "DynamicMIG is currently mutually exclusive with NVMLDeviceHealthCheck".
 		return fmt.Sprintf("profile %q mirrors the NVIDIA driver's DynamicMIG mode, which the driver does not run together with its NVML health monitor (feature gates DynamicMIG and NVMLDeviceHealthCheck are mutually exclusive), so it publishes no health taints; %s", p, want)
-	case def.driver != NvidiaDriverName:
+	case def.driver != fam.Driver:
 		if p == "" {
-			return "driver-shaped fault modes are events of NVIDIA GPUs (the driver's health events, the NVLink fabric's state) and the pool has no profile: " + want
+			return fmt.Sprintf("fault mode %s is an event of %s and the pool has no profile: %s", m, fam.What, want)
 		}
-		return fmt.Sprintf("driver-shaped fault modes are events of NVIDIA GPUs (the driver's health events, the NVLink fabric's state) and profile %q does not mirror it: %s", p, want)
+		return fmt.Sprintf("fault mode %s is an event of %s and profile %q does not mirror that driver: %s", m, fam.What, p, want)
 	}
 	return ""
 }
@@ -111,4 +143,11 @@ func setTaint(ts []resourcev1.DeviceTaint, t resourcev1.DeviceTaint) []resourcev
 		}
 	}
 	return append(ts, t)
+}
+
+// ReportsUnhealthy reports whether the simulated kubelet plugin reports a device carrying taint
+// t as Unhealthy in pod resource health (KEP-4680): DRAForge's unhealthy fault, and the Intel
+// driver's health taints (that driver reports health; the NVIDIA driver v0.4.1 does not).
+func ReportsUnhealthy(t resourcev1.DeviceTaint) bool {
+	return t.Key == TaintUnhealthy || devicehealth.ReportsUnhealthy(t)
 }

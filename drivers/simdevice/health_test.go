@@ -140,7 +140,12 @@ func TestValidateDriverFaults(t *testing.T) {
 		"no profile": {"", Fault{Mode: FaultECC},
 			[]string{"spec.faults[0].mode", "has no profile", "nvidia-gpu, nvidia-gpu-b200, nvidia-gpu-gb200, nvidia-gpu-h200, nvidia-gpu-shares"}},
 		"amd profile": {ProfileAMDGPU, Fault{Mode: FaultXID, XID: xid(79)},
-			[]string{"spec.faults[0].mode", `profile "amd-gpu" does not mirror it`}},
+			[]string{"spec.faults[0].mode", `profile "amd-gpu" does not mirror that driver`}},
+		"intel mode": {ProfileIntelGPU, Fault{Mode: FaultOverheat}, nil},
+		"intel mode on nvidia": {ProfileNvidiaGPU, Fault{Mode: FaultMemoryCritical},
+			[]string{"spec.faults[0].mode", "event of Intel GPUs", `profile "nvidia-gpu" does not mirror that driver`, "the Intel GPU driver (intel-gpu)"}},
+		"nvidia mode on intel": {ProfileIntelGPU, Fault{Mode: FaultGPULost},
+			[]string{"spec.faults[0].mode", "event of NVIDIA GPUs", `profile "intel-gpu"`}},
 		"dynamic mig": {ProfileNvidiaMIGH100, Fault{Mode: FaultGPULost},
 			[]string{"spec.faults[0].mode", "DynamicMIG", "mutually exclusive"}},
 		"own modes on any profile": {ProfileAMDGPU, Fault{Mode: FaultUnhealthy}, nil},
@@ -180,9 +185,22 @@ func TestNvidiaProfilesDeclareTheirDriver(t *testing.T) {
 		if strings.HasPrefix(string(p), "nvidia-") && def.driver != want {
 			t.Errorf("profile %s: profileDef.driver is %q, want %q", p, def.driver, want)
 		}
+		if strings.HasPrefix(string(p), "intel-") && def.driver != IntelDriverName {
+			t.Errorf("profile %s: profileDef.driver is %q, want %q", p, def.driver, IntelDriverName)
+		}
 	}
-	got := HealthEventProfiles()
-	if !slices.Equal(got, []Profile{ProfileNvidiaGPU, ProfileNvidiaGPUB200, ProfileNvidiaGPUGB200, ProfileNvidiaGPUH200, ProfileNvidiaGPUShares}) {
-		t.Errorf("HealthEventProfiles() = %v", got)
+	want := map[string][]Profile{
+		NvidiaDriverName: {ProfileNvidiaGPU, ProfileNvidiaGPUB200, ProfileNvidiaGPUGB200, ProfileNvidiaGPUH200, ProfileNvidiaGPUShares},
+		IntelDriverName:  {ProfileIntelGPU},
+	}
+	var modes []FaultMode
+	for _, fam := range FaultFamilies {
+		if got := fam.Profiles(); !slices.Equal(got, want[fam.Driver]) {
+			t.Errorf("%s: Profiles() = %v, want %v", fam.Driver, got, want[fam.Driver])
+		}
+		modes = append(modes, fam.Modes...)
+	}
+	if !slices.Equal(modes, DriverFaultModes) {
+		t.Errorf("the families' modes %v, want DriverFaultModes %v in order", modes, DriverFaultModes)
 	}
 }

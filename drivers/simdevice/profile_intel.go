@@ -12,6 +12,8 @@ import (
 
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/draforge/draforge/drivers/devicehealth"
 )
 
 func intelGPU(p physical) ([]resourcev1.Device, []resourcev1.CounterSet) {
@@ -24,17 +26,17 @@ func intelGPU(p physical) ([]resourcev1.Device, []resourcev1.CounterSet) {
 	return []resourcev1.Device{{
 		Name: name,
 		Attributes: attrs{
-			"model":      str("Unknown"),
-			"family":     str("Unknown"),
-			"driver":     str("xe"),
-			"sriov":      boolean(true),
-			"type":       str("gpu"),
-			"pciId":      str(pciID),
-			"pciAddress": str(bus), // deprecated upstream in favour of resource.kubernetes.io/pciBusID
-			"health":     str("Healthy"),
-			"pciRoot":    str(root[len(root)-2:]), // deprecated: the bus of the root only
-			AttrPCIeRoot: str(root),
-			AttrPCIBusID: str(bus),
+			"model":         str("Unknown"),
+			"family":        str("Unknown"),
+			"driver":        str("xe"),
+			"sriov":         boolean(true),
+			"type":          str("gpu"),
+			"pciId":         str(pciID),
+			"pciAddress":    str(bus), // deprecated upstream in favour of resource.kubernetes.io/pciBusID
+			AttrIntelHealth: str(devicehealth.IntelHealthy),
+			"pciRoot":       str(root[len(root)-2:]), // deprecated: the bus of the root only
+			AttrPCIeRoot:    str(root),
+			AttrPCIBusID:    str(bus),
 		},
 		Capacity: caps{
 			"memory":     capacity(fmt.Sprintf("%dMi", 24480)),

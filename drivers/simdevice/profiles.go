@@ -65,7 +65,7 @@ type profileDef struct {
 	// shapes): its family, which decides the driver-shaped faults it accepts (health.go).
 	driver string
 	// dynamicMIG: the profile mirrors the NVIDIA driver's DynamicMIG feature gate, which the
-	// driver does not run together with its NVML health monitor (health_nvidia.go).
+	// driver does not run together with its NVML health monitor (health.go).
 	dynamicMIG bool
 }
 
@@ -88,7 +88,7 @@ var profiles = map[Profile]profileDef{
 	ProfileExampleGPUPlain:     {build: exampleGPU(0, false)},
 	ProfileExampleGPUShared:    {build: exampleGPU(0, true)},
 	ProfileExampleNet:          {build: exampleNet},
-	ProfileIntelGPU:            {build: intelGPU},
+	ProfileIntelGPU:            {build: intelGPU, driver: IntelDriverName},
 	ProfileAMDGPU:              {build: amdGPU},
 	ProfileAMDGPUCPX:           {build: amdGPUCPX},
 	ProfileGoogleTPU:           {build: googleTPU},

@@ -3,6 +3,7 @@ package simdevice
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -170,9 +171,10 @@ func checkSliceValid(t *testing.T, s *resourcev1.ResourceSlice) {
 			check(q)
 		}
 		for _, tn := range d.Taints {
-			// NoSchedule, or None for the NVIDIA driver's informational health taints (the API
-			// server accepts NoSchedule, NoExecute and None: validDeviceTaintEffects).
-			if msgs := content.IsLabelKey(tn.Key); len(msgs) > 0 || (tn.Effect != resourcev1.DeviceTaintEffectNoSchedule && tn.Effect != resourcev1.DeviceTaintEffectNone) {
+			// The effects the API server accepts (validDeviceTaintEffects): NoSchedule, None
+			// (the NVIDIA driver's informational health taints), NoExecute (the Intel driver's).
+			if msgs := content.IsLabelKey(tn.Key); len(msgs) > 0 || !slices.Contains([]resourcev1.DeviceTaintEffect{resourcev1.DeviceTaintEffectNoSchedule,
+				resourcev1.DeviceTaintEffectNone, resourcev1.DeviceTaintEffectNoExecute}, tn.Effect) {
 				errf("device %s: bad taint %+v", d.Name, tn)
 			}
 		}

@@ -14,6 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/utils/ptr"
+
+	"github.com/draforge/draforge/drivers/devicehealth"
 )
 
 // maxNameLength is the DNS-1123 subdomain limit, which bounds both slice and DRA pool names.
@@ -160,6 +162,8 @@ func (p *Pool) nodeSlices(node string, elapsed time.Duration) []*resourcev1.Reso
 	s := &p.Spec
 	taints := map[physicalRef][]resourcev1.DeviceTaint{}
 	gone := map[physicalRef]bool{}
+	// The Intel driver's unhealthy health categories per device: one taint for all of them.
+	intelIssues := map[physicalRef][]string{}
 	// Campaign faults first: a fault listed in spec.faults is a later event on the device.
 	for _, f := range slices.Concat(s.CampaignFaults(node, elapsed), s.Faults) {
 		if f.Node != "" && f.Node != node {
@@ -189,7 +193,13 @@ func (p *Pool) nodeSlices(node string, elapsed time.Duration) []*resourcev1.Reso
 		case FaultFabricDetached:
 			// Nothing published: the driver does not read the NVLink fabric's state (v0.4.1).
 			// GPU Feature Discovery's node label does (NVLinkFabric, drivers/gpufabric).
+		case FaultDeviceAbsent, FaultMemoryCritical, FaultOverheat:
+			// An absent GPU stays published, tainted: the driver keeps it in its slice.
+			intelIssues[ref] = addCategory(intelIssues[ref], intelHealthCategory(f.Mode))
 		}
+	}
+	for ref, cats := range intelIssues {
+		taints[ref] = setTaint(taints[ref], intelHealthTaint(cats))
 	}
 
 	// Device groups of the node: the implicit one (deviceType, deviceCount, profile) or
@@ -201,6 +211,10 @@ func (p *Pool) nodeSlices(node string, elapsed time.Duration) []*resourcev1.Reso
 		for j := range devs {
 			// A fault hits the physical device: all devices made of it (its partitions too).
 			devs[j].Taints = slices.Clone(taints[ref])
+			if len(intelIssues[ref]) > 0 {
+				// The driver publishes the device's overall health as an attribute too.
+				devs[j].Attributes[s.qualify(AttrIntelHealth)] = str(devicehealth.IntelUnhealthy)
+			}
 		}
 		switch {
 		case perDev:

@@ -107,9 +107,11 @@ const (
 	// bindingFailureCondition as True instead of its bindingConditions (see drivers/binding).
 	FaultBindingFailure FaultMode = "binding-failure"
 
-	// Driver-shaped faults: a health event of the real driver the profile mirrors, published as
-	// that driver publishes it (health_nvidia.go). Only profiles whose driver has a health
-	// monitor accept them (HealthEventProfiles).
+	// Driver-shaped faults: a health event of the real driver a profile mirrors, published as
+	// that driver publishes it (health.go). Only profiles whose driver has a health monitor
+	// accept them (FaultFamilies).
+	//
+	// The NVIDIA GPU driver's:
 	//
 	// FaultXID is an NVML XID critical error with code Fault.XID.
 	FaultXID FaultMode = "xid"
@@ -125,15 +127,26 @@ const (
 	// not COMPLETED with SUCCESS): the GPU driver publishes nothing for it, but GPU Feature
 	// Discovery labels the node's NVLink clique only from attached GPUs (drivers/gpufabric).
 	FaultFabricDetached FaultMode = "fabric-detached"
+
+	// The Intel GPU driver's: a health category that xpumd reports critical, or the device
+	// gone from the PCI bus (health_intel.go).
+	//
+	// FaultDeviceAbsent is a GPU no longer discoverable on the PCI bus (a udev remove).
+	FaultDeviceAbsent FaultMode = "device-absent"
+	// FaultMemoryCritical is the GPU memory's health critical (Sysman: critical or replace).
+	FaultMemoryCritical FaultMode = "memory-critical"
+	// FaultOverheat is the GPU core's temperature critical.
+	FaultOverheat FaultMode = "overheat"
 )
 
 // FaultModes lists every fault mode: DRAForge's own, then the driver-shaped ones.
-var FaultModes = []FaultMode{FaultHealthy, FaultUnhealthy, FaultCapacityExhausted, FaultDisappear, FaultBindingFailure,
-	FaultXID, FaultECC, FaultNVLink, FaultGPULost, FaultUnmonitored, FaultFabricDetached}
+var FaultModes = append([]FaultMode{FaultHealthy, FaultUnhealthy, FaultCapacityExhausted, FaultDisappear, FaultBindingFailure},
+	DriverFaultModes...)
 
 // DriverFaultModes are the driver-shaped fault modes: the NVIDIA GPU driver's health events
-// and the NVLink fabric state its stack reads.
-var DriverFaultModes = []FaultMode{FaultXID, FaultECC, FaultNVLink, FaultGPULost, FaultUnmonitored, FaultFabricDetached}
+// and the NVLink fabric state its stack reads, then the Intel GPU driver's health events.
+var DriverFaultModes = []FaultMode{FaultXID, FaultECC, FaultNVLink, FaultGPULost, FaultUnmonitored, FaultFabricDetached,
+	FaultDeviceAbsent, FaultMemoryCritical, FaultOverheat}
 
 // AttributeValue is a typed device attribute; exactly one field must be set.
 type AttributeValue struct {

@@ -150,10 +150,8 @@ func (s *PoolSpec) validateDriverFault(fp *field.Path, f Fault) field.ErrorList 
 	case f.Mode != FaultXID && f.XID != nil:
 		errs = append(errs, field.Forbidden(fp.Child("xid"), "only with mode xid (ecc is XID 48, nvlink XID 74)"))
 	}
-	if IsDriverFault(f.Mode) {
-		if why := healthFaultsRefused(s.Profile); why != "" {
-			errs = append(errs, field.Invalid(fp.Child("mode"), f.Mode, why))
-		}
+	if why := faultRefused(s.Profile, f.Mode); why != "" {
+		errs = append(errs, field.Invalid(fp.Child("mode"), f.Mode, why))
 	}
 	return errs
 }

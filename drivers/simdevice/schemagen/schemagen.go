@@ -87,9 +87,15 @@ func cueProfiles() []byte {
 		fmt.Fprintf(&b, "\t%q: %d\n", p, simdevice.DevicesPerPhysical(p))
 	}
 	b.WriteString("}\n\n")
-	b.WriteString("// #DriverFaultModes are the fault modes that are events of a real driver's devices (health events, NVLink fabric state); #HealthEventProfiles the profiles that publish them (drivers/simdevice DriverFaultModes, HealthEventProfiles).\n")
+	b.WriteString("// #DriverFaultModes are the fault modes that are events of a real driver's devices (health events, NVLink fabric state); #DriverFaults says, per mode, what it is an event of and the profiles that publish it (drivers/simdevice DriverFaultModes, FaultFamilies).\n")
 	fmt.Fprintf(&b, "#DriverFaultModes: [%s]\n", quoted(strs(simdevice.DriverFaultModes), `"`))
-	fmt.Fprintf(&b, "#HealthEventProfiles: [%s]\n\n", quoted(strs(simdevice.HealthEventProfiles()), `"`))
+	b.WriteString("#DriverFaults: {\n")
+	for _, fam := range simdevice.FaultFamilies {
+		for _, m := range fam.Modes {
+			fmt.Fprintf(&b, "\t%q: {of: %q, profiles: [%s]}\n", m, fam.What, quoted(strs(fam.Profiles()), `"`))
+		}
+	}
+	b.WriteString("}\n\n")
 	b.WriteString("// #QuantityPattern is the grammar of a non-negative quantity string (drivers/simdevice QuantityPattern).\n")
 	fmt.Fprintf(&b, "#QuantityPattern: #\"%s\"#\n", simdevice.QuantityPattern)
 	return b.Bytes()
@@ -118,17 +124,25 @@ func capRules() [][3]string {
 	}
 }
 
-// driverFaultRule is the CEL rule (rule, message, fieldPath) that driver-shaped faults (and fault
-// campaigns) need a
-// profile of the NVIDIA driver family without DynamicMIG (simdevice.HealthEventProfiles).
-func driverFaultRule() [3]string {
-	return [3]string{
-		fmt.Sprintf("((!has(self.faults) || !self.faults.exists(f, has(f.mode) && f.mode in [%[1]s])) && (!has(self.faultCampaigns) || !self.faultCampaigns.exists(c, has(c.mode) && c.mode in [%[1]s]))) || (has(self.profile) && self.profile in [%[2]s])",
-			quoted(strs(simdevice.DriverFaultModes), "'"), quoted(strs(simdevice.HealthEventProfiles()), "'")),
-		fmt.Sprintf("fault modes %s are events of NVIDIA GPUs (the driver's health events, the NVLink fabric's state): the pool's profile must mirror the NVIDIA GPU driver (%s; its DynamicMIG profiles publish no health taints)",
-			strings.Join(strs(simdevice.DriverFaultModes), ", "), strings.Join(strs(simdevice.HealthEventProfiles()), ", ")),
-		".faults",
+// driverFaultRules are the CEL rules (rule, message, fieldPath), one per driver family, that its
+// driver-shaped faults (and fault campaigns) need a profile of that driver (for NVIDIA, without
+// DynamicMIG: simdevice.FaultFamily.Profiles).
+func driverFaultRules() [][3]string {
+	var out [][3]string
+	for _, fam := range simdevice.FaultFamilies {
+		note := ""
+		if fam.Driver == simdevice.NvidiaDriverName {
+			note = "; its DynamicMIG profiles publish no health taints"
+		}
+		out = append(out, [3]string{
+			fmt.Sprintf("((!has(self.faults) || !self.faults.exists(f, has(f.mode) && f.mode in [%[1]s])) && (!has(self.faultCampaigns) || !self.faultCampaigns.exists(c, has(c.mode) && c.mode in [%[1]s]))) || (has(self.profile) && self.profile in [%[2]s])",
+				quoted(strs(fam.Modes), "'"), quoted(strs(fam.Profiles()), "'")),
+			fmt.Sprintf("fault modes %s are events of %s: the pool's profile must mirror %s (%s%s)",
+				strings.Join(strs(fam.Modes), ", "), fam.What, fam.Product, strings.Join(strs(fam.Profiles()), ", "), note),
+			".faults",
+		})
 	}
+	return out
 }
 
 func strs[S ~string](xs []S) []string {
@@ -226,7 +240,7 @@ func patchCRD(name string, src []byte) ([]byte, error) {
 		case "driver-faults", "device-cap":
 			rules := capRules()
 			if part == "driver-faults" {
-				rules = [][3]string{driverFaultRule()}
+				rules = driverFaultRules()
 			}
 			for _, r := range rules { // rule, message, fieldPath
 				out = append(out,
