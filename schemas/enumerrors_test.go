@@ -72,7 +72,7 @@ func TestEveryErrorOfADocument(t *testing.T) {
 	}{
 		"issue 29": {"  deviceType: gpu\n  deviceCount: 500\n  profile: nvidia-h999\n  nodeSelector: {gpu: \"true\"}\n", []string{
 			"6:16: spec.deviceCount: invalid value 500 (out of bound <=128)",
-			`7:12: spec.profile: unknown profile "nvidia-h999" (valid: amd-gpu, amd-gpu-cpx, dra-cpu, dra-cpu-individual, dra-cpu-socket, example-cpu, example-gpu, example-gpu-plain, example-gpu-shared, example-net, generic, google-tpu, intel-gpu, mellanox-nic, nvidia-compute-domain, nvidia-gpu, nvidia-gpu-b200, nvidia-gpu-gb200, nvidia-gpu-h200, nvidia-gpu-shares, nvidia-mig-a100, nvidia-mig-h100, nvidia-mig-h200, sriov-vf; closest: nvidia-gpu)`,
+			`7:12: spec.profile: unknown profile "nvidia-h999" (valid: amd-gpu, amd-gpu-cpx, dra-cpu, dra-cpu-individual, dra-cpu-machine, dra-cpu-socket, example-cpu, example-gpu, example-gpu-plain, example-gpu-shared, example-net, generic, google-tpu, intel-gpu, mellanox-nic, nvidia-compute-domain, nvidia-gpu, nvidia-gpu-b200, nvidia-gpu-gb200, nvidia-gpu-h200, nvidia-gpu-shares, nvidia-mig-a100, nvidia-mig-h100, nvidia-mig-h200, sriov-vf; closest: nvidia-gpu)`,
 		}},
 		// deviceCount and deviceType removed after the first round must not come back as
 		// "required" or make the faults' rules incomplete; the unknown field is found.

@@ -2,6 +2,7 @@ package simdevice
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -28,9 +29,13 @@ func publishedOnOneNode(t *testing.T, p *Pool) int {
 // devices, a CPX GPU 8, a NIC port 8 virtual functions) and for groups with partitions.
 func TestDevicesPerNodeCountsWhatIsPublished(t *testing.T) {
 	for _, prof := range append([]Profile{""}, KnownProfiles...) {
-		p := newPool(func(s *PoolSpec) { s.Profile, s.DeviceCount = prof, 3 })
-		if got, want := publishedOnOneNode(t, p), p.Spec.DevicesPerNode(); got != want || want != 3*DevicesPerPhysical(prof) {
-			t.Errorf("profile %q: published %d devices, DevicesPerNode %d, 3 × DevicesPerPhysical %d", prof, got, want, 3*DevicesPerPhysical(prof))
+		n := 3
+		if slices.Contains(WholeNodeProfiles(), prof) {
+			n = 1 // one device for the whole node
+		}
+		p := newPool(func(s *PoolSpec) { s.Profile, s.DeviceCount = prof, n })
+		if got, want := publishedOnOneNode(t, p), p.Spec.DevicesPerNode(); got != want || want != n*DevicesPerPhysical(prof) {
+			t.Errorf("profile %q: published %d devices, DevicesPerNode %d, %d × DevicesPerPhysical %d", prof, got, want, n, n*DevicesPerPhysical(prof))
 		}
 	}
 	for name, want := range map[Profile]int{ProfileNvidiaMIGA100: 25, ProfileNvidiaMIGH100: 26, ProfileAMDGPUCPX: 8, ProfileSRIOVVF: 8, ProfileExampleGPU: 5, ProfileNvidiaGPU: 1, "no-such-profile": 1} {
@@ -58,6 +63,8 @@ func TestDeviceCapValidation(t *testing.T) {
 		want string // "" for valid
 	}{
 		"cpx at the cap":       {newPool(func(s *PoolSpec) { s.Profile, s.DeviceCount = ProfileAMDGPUCPX, 128 }), ""},
+		"whole node, one":      {newPool(func(s *PoolSpec) { s.Profile, s.DeviceCount = ProfileDRACPUMachine, 1 }), ""},
+		"whole node, two":      {newPool(func(s *PoolSpec) { s.Profile, s.DeviceCount = ProfileDRACPUMachine, 2 }), `spec.deviceCount: Invalid value: 2: profile "dra-cpu-machine" publishes one device for the whole node: deviceCount must be 1`},
 		"mig a100 below":       {newPool(func(s *PoolSpec) { s.Profile, s.DeviceCount = ProfileNvidiaMIGA100, 40 }), ""},
 		"mig a100 one above":   {newPool(func(s *PoolSpec) { s.Profile, s.DeviceCount = ProfileNvidiaMIGA100, 41 }), `spec.deviceCount: Invalid value: 41: the pool would publish 1025 devices per node (25 per physical device with profile "nvidia-mig-a100"), at most 1024 are allowed`},
 		"8 full groups at cap": {groupPool(func(s *PoolSpec) { s.DeviceGroups = eight }), ""},

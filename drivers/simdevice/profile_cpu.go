@@ -16,6 +16,10 @@ package simdevice
 //   - dra-cpu-socket (grouped, groupBy socket): one device "cpudevsocket<socket, 3 digits>" per
 //     socket with dra.cpu/socketID, dra.cpu/numCPUs and dra.cpu/smtEnabled and the same
 //     consumable capacity (createGroupedCPUDeviceSlices, case GROUP_BY_SOCKET);
+//   - dra-cpu-machine (grouped, groupBy machine): one device "cpudevmachine" for every CPU of
+//     the node (both sockets: 128) with dra.cpu/numCPUs and dra.cpu/smtEnabled and the same
+//     consumable capacity (createGroupedCPUDeviceSlices, case GROUP_BY_MACHINE); deviceCount is
+//     1, the one device;
 //   - dra-cpu-individual (cpuDeviceMode individual): one device "cpudev<n, 3 digits>" per logical
 //     CPU, SMT siblings numbered one after the other (cpuDeviceInfos: core groups ordered by their
 //     first CPU), with resource.kubernetes.io/numaNode, dra.cpu/socketID, dra.cpu/smtEnabled,
@@ -31,8 +35,7 @@ package simdevice
 //
 // Not mirrored: resource.kubernetes.io/pcieRoot (a list of strings, only with --expose-pcie-roots
 // and the DRAListTypeAttributes gate) and the node-allocatable mapping (only with
-// publishNodeAllocatableResourceMapping, off by default); the machine-grouped mode (one device
-// per node, which a pool of deviceCount physical devices does not shape), reserved CPUs.
+// publishNodeAllocatableResourceMapping, off by default), reserved CPUs.
 
 import (
 	"fmt"
@@ -81,6 +84,24 @@ func draCPUSocket(p physical) ([]resourcev1.Device, []resourcev1.CounterSet) {
 			draCPUDomain + "/socketID":   integer(int64(p.index)),
 			draCPUDomain + "/numCPUs":    integer(cpus.Value()),
 			draCPUDomain + "/smtEnabled": boolean(true),
+		},
+		Capacity: caps{draCPUCapacity: {Value: cpus}},
+	}}, nil
+}
+
+// draCPUMachineCPUs is the simulated host's CPUs: two sockets of draCPUsPerNUMANode.
+const draCPUMachineCPUs = 2 * draCPUsPerNUMANode
+
+// draCPUMachine publishes the whole host as one device (groupBy machine); the pool's deviceCount
+// is 1 (Validate).
+func draCPUMachine(p physical) ([]resourcev1.Device, []resourcev1.CounterSet) {
+	cpus := p.spec.specCapacity(draCPUCapacity, *resource.NewQuantity(draCPUMachineCPUs, resource.DecimalSI))
+	return []resourcev1.Device{{
+		Name:                     "cpudevmachine",
+		AllowMultipleAllocations: ptr.To(true),
+		Attributes: attrs{
+			draCPUDomain + "/smtEnabled": boolean(true),
+			draCPUDomain + "/numCPUs":    integer(cpus.Value()),
 		},
 		Capacity: caps{draCPUCapacity: {Value: cpus}},
 	}}, nil

@@ -64,6 +64,9 @@ type profileDef struct {
 	// driver is the name of the real DRA driver the profile mirrors ("" for DRAForge-made
 	// shapes): its family, which decides the driver-shaped faults it accepts (health.go).
 	driver string
+	// wholeNode: the profile publishes one device for the whole node (dra.cpu's groupBy
+	// machine), so deviceCount is 1.
+	wholeNode bool
 	// dynamicMIG: the profile mirrors the NVIDIA driver's DynamicMIG feature gate, which the
 	// driver does not run together with its NVML health monitor (health.go).
 	dynamicMIG bool
@@ -95,11 +98,25 @@ var profiles = map[Profile]profileDef{
 	ProfileSRIOVVF:             {build: sriovVF, deviceStatus: true},
 	ProfileDRACPU:              {build: draCPU},
 	ProfileDRACPUSocket:        {build: draCPUSocket},
+	ProfileDRACPUMachine:       {build: draCPUMachine, wholeNode: true},
 	ProfileDRACPUIndividual:    {build: draCPUIndividual},
 	ProfileExampleCPU:          {build: exampleCPU},
 }
 
 // Profiles lists the known profiles (without the empty one), sorted.
+// WholeNodeProfiles lists, sorted, the profiles that publish one device for the whole node,
+// whose deviceCount must be 1.
+func WholeNodeProfiles() []Profile {
+	var out []Profile
+	for p, def := range profiles {
+		if def.wholeNode {
+			out = append(out, p)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 func Profiles() []Profile {
 	out := make([]Profile, 0, len(profiles))
 	for p := range profiles {

@@ -87,6 +87,7 @@ const (
 	// and dra-example-driver's cpu profile (cpu.example.com).
 	ProfileDRACPU           Profile = "dra-cpu"
 	ProfileDRACPUSocket     Profile = "dra-cpu-socket"
+	ProfileDRACPUMachine    Profile = "dra-cpu-machine"
 	ProfileDRACPUIndividual Profile = "dra-cpu-individual"
 	ProfileExampleCPU       Profile = "example-cpu"
 	// DRAForge-made shapes, not mirroring a driver.

@@ -87,6 +87,8 @@ func cueProfiles() []byte {
 		fmt.Fprintf(&b, "\t%q: %d\n", p, simdevice.DevicesPerPhysical(p))
 	}
 	b.WriteString("}\n\n")
+	b.WriteString("// #WholeNodeProfiles publish one device for the whole node: their deviceCount is 1 (drivers/simdevice WholeNodeProfiles).\n")
+	fmt.Fprintf(&b, "#WholeNodeProfiles: [%s]\n\n", quoted(strs(simdevice.WholeNodeProfiles()), `"`))
 	b.WriteString("// #DriverFaultModes are the fault modes that are events of a real driver's devices (health events, NVLink fabric state); #DriverFaults says, per mode, what it is an event of and the profiles that publish it (drivers/simdevice DriverFaultModes, FaultFamilies).\n")
 	fmt.Fprintf(&b, "#DriverFaultModes: [%s]\n", quoted(strs(simdevice.DriverFaultModes), `"`))
 	b.WriteString("#DriverFaults: {\n")
@@ -117,6 +119,9 @@ func capRules() [][3]string {
 	return [][3]string{
 		{fmt.Sprintf("has(self.deviceGroups) || !has(self.deviceCount) || self.deviceCount * (!has(self.profile) ? 1 : %s) <= %d", perPhysical, limit),
 			fmt.Sprintf("a pool publishes at most %d devices per node: deviceCount times the devices the profile makes of one physical device (a GPU's MIG or CPX partitions, a NIC port's virtual functions)", limit),
+			".deviceCount"},
+		{fmt.Sprintf("has(self.deviceGroups) || !has(self.deviceCount) || !has(self.profile) || !(self.profile in [%s]) || self.deviceCount == 1", quoted(strs(simdevice.WholeNodeProfiles()), "'")),
+			fmt.Sprintf("profiles %s publish one device for the whole node: deviceCount must be 1", strings.Join(strs(simdevice.WholeNodeProfiles()), ", ")),
 			".deviceCount"},
 		{fmt.Sprintf("!has(self.deviceGroups) || self.deviceGroups.map(g, (has(g.count) ? g.count : 0) * (1 + (has(g.partitions) ? g.partitions : 0))).sum() <= %d", limit),
 			fmt.Sprintf("a pool publishes at most %d devices per node: the sum over deviceGroups of count × (1 + partitions)", limit),

@@ -25,7 +25,7 @@ func TestScenarioVetReportsEveryError(t *testing.T) {
 	if err := root.Execute(); err == nil {
 		t.Fatal("vet of an invalid file succeeded")
 	}
-	want := file + `:6:12: spec.profile: unknown profile "nvidia-h999" (valid: amd-gpu, amd-gpu-cpx, dra-cpu, dra-cpu-individual, dra-cpu-socket, example-cpu, example-gpu, example-gpu-plain, example-gpu-shared, example-net, generic, google-tpu, intel-gpu, mellanox-nic, nvidia-compute-domain, nvidia-gpu, nvidia-gpu-b200, nvidia-gpu-gb200, nvidia-gpu-h200, nvidia-gpu-shares, nvidia-mig-a100, nvidia-mig-h100, nvidia-mig-h200, sriov-vf; closest: nvidia-gpu)` + "\n" +
+	want := file + `:6:12: spec.profile: unknown profile "nvidia-h999" (valid: amd-gpu, amd-gpu-cpx, dra-cpu, dra-cpu-individual, dra-cpu-machine, dra-cpu-socket, example-cpu, example-gpu, example-gpu-plain, example-gpu-shared, example-net, generic, google-tpu, intel-gpu, mellanox-nic, nvidia-compute-domain, nvidia-gpu, nvidia-gpu-b200, nvidia-gpu-gb200, nvidia-gpu-h200, nvidia-gpu-shares, nvidia-mig-a100, nvidia-mig-h100, nvidia-mig-h200, sriov-vf; closest: nvidia-gpu)` + "\n" +
 		file + ":7:16: spec.deviceCount: invalid value 500 (out of bound <=128)\n" +
 		"1 of 1 files invalid\n"
 	if got := stderr.String(); got != want {
