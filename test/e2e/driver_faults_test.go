@@ -39,19 +39,8 @@ func TestPodDriverHealthFaults(t *testing.T) {
 
 	// taints returns the taints published on a device of the rig's node.
 	taints := func(device string) []resourcev1.DeviceTaint {
-		sl, err := e.Kube.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, s := range sl.Items {
-			if s.Spec.Driver != r.driver || ptr.Deref(s.Spec.NodeName, "") != r.node {
-				continue
-			}
-			for _, d := range s.Spec.Devices {
-				if d.Name == device {
-					return d.Taints
-				}
-			}
+		if d := r.device(t, device); d != nil {
+			return d.Taints
 		}
 		return nil
 	}

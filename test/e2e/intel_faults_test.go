@@ -31,28 +31,11 @@ func TestIntelHealthFaultEvicts(t *testing.T) {
 	e, ctx, ns := r.e, t.Context(), r.e.Namespace
 	// The profile names GPUs after their PCI address (index 0: bus 04, index 1: bus 14).
 	names := []string{"0000-04-00-0-0xe211", "0000-14-00-0-0xe211"}
-	device := func(name string) *resourcev1.Device {
-		sl, err := e.Kube.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, s := range sl.Items {
-			if s.Spec.Driver != r.driver || ptr.Deref(s.Spec.NodeName, "") != r.node {
-				continue
-			}
-			for i := range s.Spec.Devices {
-				if s.Spec.Devices[i].Name == name {
-					return &s.Spec.Devices[i]
-				}
-			}
-		}
-		return nil
-	}
 	health := resourcev1.QualifiedName(r.driver + "/health")
 	waitDevice := func(name, taintKey, wantHealth string) {
 		t.Helper()
 		eventually(t, 60*time.Second, func() (bool, string) {
-			d := device(name)
+			d := r.device(t, name)
 			if d == nil {
 				return false, name + " not published"
 			}

@@ -113,6 +113,26 @@ func (r *podRig) gpuPodSpec() corev1.PodSpec {
 	}
 }
 
+// device returns the device published under name on the rig's node, nil when there is none.
+func (r *podRig) device(t *testing.T, name string) *resourcev1.Device {
+	t.Helper()
+	sl, err := r.e.Kube.ResourceV1().ResourceSlices().List(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range sl.Items {
+		if s.Spec.Driver != r.driver || ptr.Deref(s.Spec.NodeName, "") != r.node {
+			continue
+		}
+		for i := range s.Spec.Devices {
+			if s.Spec.Devices[i].Name == name {
+				return &s.Spec.Devices[i]
+			}
+		}
+	}
+	return nil
+}
+
 func (r *podRig) waitPod(t *testing.T, name string, timeout time.Duration, ok func(*corev1.Pod) (bool, string)) *corev1.Pod {
 	t.Helper()
 	return r.e.waitPod(t, name, timeout, ok)
@@ -391,11 +411,6 @@ func TestPodLifecycle(t *testing.T) {
 	}
 }
 
-// TestPodDeviceFaults: faults reach workloads through the upstream controllers.
-//   - a DeviceTaintRule putting a NoExecute taint on the device a running pod holds makes
-//     kube-controller-manager's device-taint-eviction controller evict the pod; the simulated
-//     kubelet completes the removal and the claim is deleted;
-
 // TestPodWithBindingConditions: a pod's generated claim gets a device with binding conditions;
 // kube-scheduler waits in PreBind until the simulated driver sets them, which the claim machine
 // does for such claims although it leaves other generated claims alone (selector.when), so
@@ -426,7 +441,11 @@ func TestPodWithBindingConditions(t *testing.T) {
 	}
 }
 
-// - with every device tainted NoSchedule, a new pod stays Pending with the scheduler's reason.
+// TestPodDeviceFaults: faults reach workloads through the upstream controllers.
+//   - a DeviceTaintRule putting a NoExecute taint on the device a running pod holds makes
+//     kube-controller-manager's device-taint-eviction controller evict the pod; the simulated
+//     kubelet completes the removal and the claim is deleted;
+//   - with every device tainted NoSchedule, a new pod stays Pending with the scheduler's reason.
 func TestPodDeviceFaults(t *testing.T) {
 	r := newPodRig(t, 2, nil)
 	e, ctx := r.e, t.Context()
