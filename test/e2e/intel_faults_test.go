@@ -31,7 +31,8 @@ func TestIntelHealthFaultEvicts(t *testing.T) {
 	e, ctx, ns := r.e, t.Context(), r.e.Namespace
 	// The profile names GPUs after their PCI address (index 0: bus 04, index 1: bus 14).
 	names := []string{"0000-04-00-0-0xe211", "0000-14-00-0-0xe211"}
-	health := resourcev1.QualifiedName(r.driver + "/health")
+	// In the driver's own domain (attributeDomain defaults to driverName): unqualified.
+	health := resourcev1.QualifiedName("health")
 	waitDevice := func(name, taintKey, wantHealth string) {
 		t.Helper()
 		eventually(t, 60*time.Second, func() (bool, string) {
