@@ -2,6 +2,7 @@ package claims
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/draforge/draforge/drivers/allocationpod"
+	"github.com/draforge/draforge/drivers/gvr"
 	"github.com/draforge/draforge/engine"
 )
 
@@ -37,8 +39,12 @@ import (
 //     not in reservedFor (syncPod, for pods bound without kube-scheduler), so it would put the
 //     entry back. It deallocates only a claim that still carries the finalizer, and its status
 //     write carries the resourceVersion it read: a stale read that still shows the finalizer
-//     conflicts, and the retry sees it gone. Should the reservedFor write fail after the delete,
-//     kube-controller-manager's own removal is what is left.
+//     conflicts, and the retry sees it gone;
+//  6. claimReservedForGoneAllocationPod / unreserveAllocationPod: an allocated claim still
+//     reserved for its allocation pod once the pod is gone (step 5's write failed after the
+//     delete, or kube-controller-manager's syncPod, from a cache that had not seen the delete,
+//     put the entry back) gets the entry dropped in a later pass. Step 5's write is recorded
+//     (Informers.Writes), so that pass waits for the cache to show it and finds nothing to do.
 // The claim ends allocated and reserved for nobody, as the simulator's allocator leaves it, but
 // kube-scheduler made the decision.
 
@@ -171,14 +177,46 @@ func (d *Driver) unreserve(ctx context.Context, claim *resourcev1.ResourceClaim,
 		if !allocationpod.Unreserve(claim) {
 			return nil
 		}
-		_, err := claims.UpdateStatus(ctx, claim, metav1.UpdateOptions{})
+		written, err := claims.UpdateStatus(ctx, claim, metav1.UpdateOptions{})
 		claim = nil
+		if err == nil {
+			d.writes.Wrote(gvr.ResourceClaims, written.Namespace+"/"+written.Name, written.ResourceVersion, "")
+		}
 		return err
 	})
 	if apierrors.IsNotFound(err) {
 		return nil // the claim is gone
 	}
 	return err
+}
+
+// reservedForGonePod holds when the claim is allocated and still reserved for its allocation
+// pod, which is gone (step 6).
+func (d *Driver) reservedForGonePod(ctx context.Context, obj *unstructured.Unstructured) (engine.Fact, error) {
+	claim, err := typedClaim(ctx, obj)
+	if err != nil {
+		return engine.Fact{}, err
+	}
+	name := allocationpod.Name(claim)
+	reserved := slices.ContainsFunc(claim.Status.ReservedFor, func(r resourcev1.ResourceClaimConsumerReference) bool {
+		return r.APIGroup == "" && r.Resource == "pods" && r.Name == name
+	})
+	switch {
+	case claim.Status.Allocation == nil || !reserved:
+		return engine.Fact{Message: "not reserved for allocation pod " + name}, nil
+	case d.ownPod(claim) != nil:
+		return engine.Fact{Message: "allocation pod " + name + " still exists"}, nil
+	}
+	return engine.Fact{Holds: true, Message: "reserved for allocation pod " + name + ", which is gone"}, nil
+}
+
+// unreserveGonePod drops the gone allocation pod from reservedFor.
+func (d *Driver) unreserveGonePod(ctx context.Context, obj *unstructured.Unstructured) error {
+	claim, err := typedClaim(ctx, obj)
+	if err != nil {
+		return err
+	}
+	return d.unreserve(ctx, claim, obj)
 }
 
 // deletePod deletes the allocation pod of a claim that no longer needs it (deleted, or now

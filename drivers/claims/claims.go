@@ -3,7 +3,8 @@
 // --allocator simulator the simulator's own structured allocator (claimNeedsSimulatedAllocation,
 // allocateClaim); with --allocator kube-scheduler an allocation pod per claim, so that
 // kube-scheduler is the only allocator (claimNeedsAllocationPod, createAllocationPod,
-// awaitAllocationPod, claimReservedForAllocationPod, completeAllocation, deleteAllocationPod).
+// awaitAllocationPod, claimReservedForAllocationPod, completeAllocation, deleteAllocationPod,
+// claimReservedForGoneAllocationPod, unreserveAllocationPod).
 package claims
 
 import (
@@ -102,6 +103,8 @@ func Register(reg *engine.Registry, view *clusterview.View, kube kubernetes.Inte
 	reg.Observation("claimReservedForAllocationPod", d.reservedForPod)
 	reg.Action("completeAllocation", d.complete)
 	reg.Action("deleteAllocationPod", d.deletePod)
+	reg.Observation("claimReservedForGoneAllocationPod", d.reservedForGonePod)
+	reg.Action("unreserveAllocationPod", d.unreserveGonePod)
 	reg.Mapper("podClaims", podClaims)
 	reg.Mapper("pendingClaims", d.pendingClaims)
 	return d, nil

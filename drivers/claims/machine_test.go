@@ -92,6 +92,7 @@ func TestClaimMachineAllocationPodHandoff(t *testing.T) {
 		{"binding conditions first", true, pod(false), map[string]bool{"claimAwaitsBindingConditions": true, "claimReservedForAllocationPod": true}, "handoff", "bind", "handoff", []string{"setBindingConditions"}},
 		{"allocated, pod not bound yet", true, pod(false), nil, "handoff", "", "handoff", nil},
 		{"taken over", true, nil, map[string]bool{"claimReservedForAllocationPod": true}, "allocated", "", "allocated", nil},
+		{"still reserved for the gone pod", true, nil, map[string]bool{"claimReservedForGoneAllocationPod": true}, "allocated", "unreserve", "allocated", []string{"unreserveAllocationPod"}},
 	} {
 		st := engine.Decide(m, engine.Input{Object: claimObject(tc.allocated), Facts: facts(tc.obs, tc.pod), Now: time.Now()})
 		if st.Err != nil || st.From != tc.from || st.Event != tc.ev || st.To != tc.to || !slices.Equal(actions(st), tc.actions) {

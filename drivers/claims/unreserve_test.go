@@ -17,6 +17,7 @@ import (
 
 	"github.com/draforge/draforge/drivers/allocationpod"
 	"github.com/draforge/draforge/drivers/clusterview"
+	"github.com/draforge/draforge/engine"
 )
 
 // completeAllocation drops the allocation pod from reservedFor itself, keeping a user pod's
@@ -56,7 +57,7 @@ func TestCompleteUnreservesAllocationPod(t *testing.T) {
 		if err := pods.Add(pod); err != nil {
 			t.Fatal(err)
 		}
-		d := &Driver{kube: kube, Pods: clusterview.PodsOver(pods), allocated: prometheus.NewCounter(prometheus.CounterOpts{Name: "allocations"})}
+		d := &Driver{kube: kube, Pods: clusterview.PodsOver(pods), writes: &engine.Writes{}, allocated: prometheus.NewCounter(prometheus.CounterOpts{Name: "allocations"})}
 		if err := d.complete(context.Background(), &unstructured.Unstructured{Object: u}); err != nil {
 			t.Fatalf("conflict=%v: complete: %v", conflict, err)
 		}
@@ -70,11 +71,76 @@ func TestCompleteUnreservesAllocationPod(t *testing.T) {
 		if len(got.Status.ReservedFor) != 1 || got.Status.ReservedFor[0] != user || got.Status.Allocation == nil {
 			t.Errorf("conflict=%v: reservedFor %v allocation %v, want only the user pod, still allocated", conflict, got.Status.ReservedFor, got.Status.Allocation)
 		}
+		// The pod goes first (kube-controller-manager reserves a claim for a bound pod that uses
+		// it), and the first write carries the resourceVersion the pass read.
+		var verbs []string
+		firstRV := ""
+		for _, a := range kube.Actions() {
+			switch a := a.(type) {
+			case k8stesting.DeleteAction:
+				verbs = append(verbs, "delete "+a.GetResource().Resource)
+			case k8stesting.UpdateAction:
+				verbs = append(verbs, "update "+a.GetResource().Resource)
+				if firstRV == "" {
+					firstRV = a.GetObject().(*resourcev1.ResourceClaim).ResourceVersion
+				}
+			}
+		}
+		if len(verbs) < 2 || verbs[0] != "delete pods" || verbs[1] != "update resourceclaims" {
+			t.Errorf("conflict=%v: writes %v, want the pod's delete before the claim's update", conflict, verbs)
+		}
+		if firstRV != "7" {
+			t.Errorf("conflict=%v: first update at resourceVersion %q, want the pass's 7", conflict, firstRV)
+		}
 		if want := map[bool]int{false: 1, true: 2}[conflict]; updates != want {
 			t.Errorf("conflict=%v: %d status updates, want %d", conflict, updates, want)
 		}
 		if conflict && got.Labels["changed"] != "yes" {
 			t.Errorf("the other writer's change was lost: labels %v", got.Labels)
 		}
+	}
+}
+
+// claimReservedForGoneAllocationPod holds only for an allocated claim still reserved for its
+// allocation pod once the pod is gone from the cache; unreserveAllocationPod then drops it.
+func TestReservedForGonePod(t *testing.T) {
+	claim := &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "c", UID: "claim-uid", ResourceVersion: "3"}}
+	pod := allocationpod.Build(claim)
+	pod.UID = "pod-uid"
+	claim.Status.Allocation = &resourcev1.AllocationResult{}
+	claim.Status.ReservedFor = []resourcev1.ResourceClaimConsumerReference{{Resource: "pods", Name: pod.Name, UID: pod.UID}}
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(claim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj := &unstructured.Unstructured{Object: u}
+	kube := fake.NewClientset(claim.DeepCopy())
+	pods := cache.NewIndexer(cache.MetaNamespaceKeyFunc, clusterview.PodIndexers())
+	d := &Driver{kube: kube, Pods: clusterview.PodsOver(pods), writes: &engine.Writes{}}
+	if err := pods.Add(pod); err != nil {
+		t.Fatal(err)
+	}
+	if f, err := d.reservedForGonePod(context.Background(), obj); err != nil || f.Holds {
+		t.Errorf("pod still cached: %+v %v, want not holding", f, err)
+	}
+	if err := pods.Delete(pod); err != nil {
+		t.Fatal(err)
+	}
+	if f, err := d.reservedForGonePod(context.Background(), obj); err != nil || !f.Holds {
+		t.Fatalf("pod gone: %+v %v, want holding", f, err)
+	}
+	if err := d.unreserveGonePod(context.Background(), obj); err != nil {
+		t.Fatal(err)
+	}
+	got, err := kube.ResourceV1().ResourceClaims("team-a").Get(context.Background(), "c", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Status.ReservedFor) != 0 || got.Status.Allocation == nil {
+		t.Errorf("reservedFor %v allocation %v, want none, still allocated", got.Status.ReservedFor, got.Status.Allocation)
+	}
+	u2, _ := runtime.DefaultUnstructuredConverter.ToUnstructured(got)
+	if f, _ := d.reservedForGonePod(context.Background(), &unstructured.Unstructured{Object: u2}); f.Holds {
+		t.Errorf("after the write: %+v, want not holding", f)
 	}
 }

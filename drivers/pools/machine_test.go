@@ -21,9 +21,9 @@ import (
 var poolNames = machine.Names{
 	Actions: []string{"deletePoolSlices", "removeFinalizer", "publishPoolSlices", "recordPoolStatus", "allocateClaim",
 		"setBindingConditions", "deallocateClaim", "prepareClaims", "unprepareClaims",
-		"createAllocationPod", "awaitAllocationPod", "completeAllocation", "deleteAllocationPod"},
+		"createAllocationPod", "awaitAllocationPod", "completeAllocation", "deleteAllocationPod", "unreserveAllocationPod"},
 	Observations: []string{"poolSpecInvalid", "poolSlicesOutOfDate", "claimNeedsSimulatedAllocation",
-		"claimAwaitsBindingConditions", "claimBindingFailed", "claimNeedsAllocationPod", "claimReservedForAllocationPod",
+		"claimAwaitsBindingConditions", "claimBindingFailed", "claimNeedsAllocationPod", "claimReservedForAllocationPod", "claimReservedForGoneAllocationPod",
 		"podOnSimulatedNode", "podClaimsReserved", "podDeviceHealth", "podDeviceHealthChanged", "podNetwork",
 		"computeDomainSimulated", "computeDomainStatusStale", "gpuFabricDetached"},
 	Mappers: []string{"podClaims", "pendingClaims", "claimPods", "slicePods", "claimComputeDomains", "computeDomainPods", "poolCliqueNodes"},

@@ -36,22 +36,26 @@ func TestIntelHealthFaults(t *testing.T) {
 			attr = resourcev1.QualifiedName(domain + "/" + AttrIntelHealth)
 		}
 		noExecute := resourcev1.DeviceTaintEffectNoExecute
-		want := map[int]struct {
+		// Devices by name: GPU i is on bus 04 + 16i.
+		want := map[string]struct {
 			taints []resourcev1.DeviceTaint
 			health string
 		}{
-			0: {taint("HealthIssues-memory_temperature.core.gpu", "", noExecute), "Unhealthy"},
-			1: {taint("HealthIssues-DeviceAbsent", "", noExecute), "Unhealthy"},
-			2: {nil, "Healthy"},
+			"0000-04-00-0-0xe211": {taint("HealthIssues-memory_temperature.core.gpu", "", noExecute), "Unhealthy"},
+			"0000-14-00-0-0xe211": {taint("HealthIssues-DeviceAbsent", "", noExecute), "Unhealthy"},
+			"0000-24-00-0-0xe211": {nil, "Healthy"},
 		}
 		seen := 0
 		for _, s := range mustSlices(t, p) {
-			for i, d := range s.Spec.Devices {
+			for _, d := range s.Spec.Devices {
 				health := d.Attributes[attr].StringValue
 				if health == nil {
 					t.Fatalf("domain %q: %s has no attribute %s: %v", domain, d.Name, attr, d.Attributes)
 				}
-				w := want[i]
+				w, ok := want[d.Name]
+				if !ok {
+					t.Fatalf("unexpected device %s", d.Name)
+				}
 				if *s.Spec.NodeName == "node-b" {
 					w.taints, w.health = nil, "Healthy"
 				}
@@ -70,7 +74,8 @@ func TestIntelHealthFaults(t *testing.T) {
 // Every Intel category at once still makes a valid taint key (name part at most 63 characters).
 func TestIntelHealthTaintKeyValid(t *testing.T) {
 	var cats []string
-	for _, m := range FaultFamilies[1].Modes {
+	intel, _ := FamilyOf(FaultOverheat)
+	for _, m := range intel.Modes {
 		cats = addCategory(cats, intelHealthCategory(m))
 	}
 	key := intelHealthTaint(cats).Key
@@ -80,4 +85,39 @@ func TestIntelHealthTaintKeyValid(t *testing.T) {
 	if msgs := validation.IsQualifiedName(key); len(msgs) > 0 {
 		t.Errorf("%s: %v", key, msgs)
 	}
+}
+
+// A campaign draws Intel faults per GPU like any other; with no fault left the GPUs are healthy
+// again (the driver drops the taint once every category is healthy).
+func TestIntelHealthCampaignAndRecovery(t *testing.T) {
+	p := newPool(func(s *PoolSpec) {
+		s.Profile = ProfileIntelGPU
+		s.DeviceCount = 2
+		s.FaultCampaigns = []FaultCampaign{{Seed: 1, Mode: FaultMemoryCritical, Fraction: 1}}
+	})
+	if errs := p.Validate(); len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	check := func(wantKey, wantHealth string) {
+		t.Helper()
+		n := 0
+		for _, s := range mustSlices(t, p) {
+			for _, d := range s.Spec.Devices {
+				n++
+				var want []resourcev1.DeviceTaint
+				if wantKey != "" {
+					want = taint(wantKey, "", resourcev1.DeviceTaintEffectNoExecute)
+				}
+				if h := d.Attributes[AttrIntelHealth].StringValue; !sameTaints(d.Taints, want) || h == nil || *h != wantHealth {
+					t.Errorf("%s: taints %+v health %v, want %q %s", d.Name, d.Taints, h, wantKey, wantHealth)
+				}
+			}
+		}
+		if n != 2 {
+			t.Errorf("%d devices, want 2", n)
+		}
+	}
+	check("HealthIssues-memory", "Unhealthy")
+	p.Spec.FaultCampaigns = nil
+	check("", "Healthy")
 }

@@ -103,7 +103,6 @@ var profiles = map[Profile]profileDef{
 	ProfileExampleCPU:          {build: exampleCPU},
 }
 
-// Profiles lists the known profiles (without the empty one), sorted.
 // WholeNodeProfiles lists, sorted, the profiles that publish one device for the whole node,
 // whose deviceCount must be 1.
 func WholeNodeProfiles() []Profile {
@@ -117,6 +116,7 @@ func WholeNodeProfiles() []Profile {
 	return out
 }
 
+// Profiles lists the known profiles (without the empty one), sorted.
 func Profiles() []Profile {
 	out := make([]Profile, 0, len(profiles))
 	for p := range profiles {

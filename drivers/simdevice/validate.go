@@ -76,7 +76,7 @@ func (p *Pool) Validate() []error {
 		if s.Topology != nil {
 			errs = append(errs, field.Forbidden(sp.Child("topology"), "topology places the devices of spec.deviceGroups: set deviceGroups"))
 		}
-		if profiles[s.Profile].wholeNode && s.DeviceCount != 1 {
+		if profiles[s.Profile].wholeNode && s.DeviceCount > 1 {
 			errs = append(errs, field.Invalid(sp.Child("deviceCount"), s.DeviceCount, fmt.Sprintf("profile %q publishes one device for the whole node: deviceCount must be 1", s.Profile)))
 		}
 	}

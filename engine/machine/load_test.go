@@ -17,9 +17,9 @@ var update = flag.Bool("update", false, "rewrite testdata/*.golden")
 var knownNames = Names{
 	Actions: []string{"deletePoolSlices", "removeFinalizer", "publishPoolSlices",
 		"recordPoolStatus", "allocateClaim", "setBindingConditions", "deallocateClaim", "prepareClaims", "unprepareClaims",
-		"createAllocationPod", "awaitAllocationPod", "completeAllocation", "deleteAllocationPod"},
+		"createAllocationPod", "awaitAllocationPod", "completeAllocation", "deleteAllocationPod", "unreserveAllocationPod"},
 	Observations: []string{"poolSpecInvalid", "poolSlicesOutOfDate", "claimNeedsSimulatedAllocation",
-		"claimAwaitsBindingConditions", "claimBindingFailed", "claimNeedsAllocationPod", "claimReservedForAllocationPod",
+		"claimAwaitsBindingConditions", "claimBindingFailed", "claimNeedsAllocationPod", "claimReservedForAllocationPod", "claimReservedForGoneAllocationPod",
 		"podOnSimulatedNode", "podClaimsReserved", "podDeviceHealth", "podDeviceHealthChanged", "podNetwork",
 		"computeDomainSimulated", "computeDomainStatusStale", "gpuFabricDetached"},
 	Mappers: []string{"podClaims", "pendingClaims", "claimPods", "slicePods", "claimComputeDomains", "computeDomainPods", "poolCliqueNodes"},

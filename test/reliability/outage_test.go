@@ -28,9 +28,9 @@ const (
 	// so up to 60s between attempts once the outage has lasted ~25s); a pod seen before its
 	// claim waits out the scheduler's pod backoff (at most 10s); then a scheduling round.
 	schedulerReconnect = 2*30*time.Second + 10*time.Second + 20*time.Second
-	// handoffBound bounds the hand-off once a claim is allocated: the claim machine drops the
-	// allocation pod from reservedFor and deletes it in the next pass, whether or not
-	// kube-controller-manager's informers are back (at be85331 and 8c3dea3 in CI, waiting for
+	// handoffBound bounds the hand-off once a claim is allocated: the claim machine deletes the
+	// allocation pod and drops it from reservedFor in the next pass, without waiting for
+	// kube-controller-manager's informers (at be85331 and 8c3dea3 in CI, waiting for
 	// kube-controller-manager left reservedFor set beyond 90 s and 150 s: its pod informer
 	// never saw the short-lived pods).
 	handoffBound = outageConverge
