@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -34,12 +35,16 @@ func published(t testing.TB) []*resourcev1.ResourceSlice {
 	t.Helper()
 	var out []*resourcev1.ResourceSlice
 	for _, profile := range append([]simdevice.Profile{""}, simdevice.Profiles()...) {
+		count, faulty := 8, int32(3)
+		if slices.Contains(simdevice.WholeNodeProfiles(), profile) {
+			count, faulty = 1, 0 // one device for the whole node
+		}
 		p := pooltest.Pool("ns", "p"+string(profile), "uid",
-			simdevice.PoolSpec{DeviceType: "gpu", DeviceCount: 8, Profile: profile, NodeSelector: map[string]string{"x": "y"},
+			simdevice.PoolSpec{DeviceType: "gpu", DeviceCount: count, Profile: profile, NodeSelector: map[string]string{"x": "y"},
 				Attributes: map[string]simdevice.AttributeValue{
 					"s": {String: new("a")}, "i": {Int: new(int64(7))}, "b": {Bool: new(false)}, "v": {Version: new("1.2.3")}},
 				Capacities: map[string]resource.Quantity{"memory": resource.MustParse("80Gi"), "cores": resource.MustParse("1500m")},
-				Faults:     []simdevice.Fault{{Device: intstr.FromInt32(3), Mode: simdevice.FaultUnhealthy}}})
+				Faults:     []simdevice.Fault{{Device: intstr.FromInt32(faulty), Mode: simdevice.FaultUnhealthy}}})
 		s, err := simdevice.DesiredSlices(p, nodes(3))
 		if err != nil {
 			t.Fatal(err)
