@@ -11,7 +11,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	"github.com/draforge/draforge/drivers/allocationpod"
@@ -156,38 +155,25 @@ func (d *Driver) complete(ctx context.Context, obj *unstructured.Unstructured) e
 	return d.unreserve(ctx, claim, obj)
 }
 
-// unreserve drops the allocation pod from the claim's reservedFor. The first try writes
-// what this pass read, at the resourceVersion the finalizer patch left in obj (the typed claim
-// predates it); on a conflict (kube-controller-manager dropped it first) it reads again.
+// unreserve drops the allocation pod from the claim's reservedFor with one status update at the
+// resourceVersion in obj (the finalizer patch's; the typed claim predates it). A conflict is the
+// engine's to retry, as every write's (counted in reconcile_retries_total): the next pass finds
+// the pod gone and takes the unreserve event (step 6) with what the cache shows then.
 func (d *Driver) unreserve(ctx context.Context, claim *resourcev1.ResourceClaim, obj *unstructured.Unstructured) error {
 	claim = claim.DeepCopy()
-	claim.ResourceVersion, claim.Finalizers = obj.GetResourceVersion(), obj.GetFinalizers()
-	claims := d.kube.ResourceV1().ResourceClaims(claim.Namespace)
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		if claim == nil {
-			fresh, err := claims.Get(ctx, obj.GetName(), metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-			if fresh.UID != obj.GetUID() {
-				return nil // deleted and re-created: not this claim's pod
-			}
-			claim = fresh
-		}
-		if !allocationpod.Unreserve(claim) {
-			return nil
-		}
-		written, err := claims.UpdateStatus(ctx, claim, metav1.UpdateOptions{})
-		claim = nil
-		if err == nil {
-			d.writes.Wrote(gvr.ResourceClaims, written.Namespace+"/"+written.Name, written.ResourceVersion, "")
-		}
-		return err
-	})
-	if apierrors.IsNotFound(err) {
-		return nil // the claim is gone
+	if !allocationpod.Unreserve(claim) {
+		return nil
 	}
-	return err
+	claim.ResourceVersion, claim.Finalizers = obj.GetResourceVersion(), obj.GetFinalizers()
+	written, err := d.kube.ResourceV1().ResourceClaims(claim.Namespace).UpdateStatus(ctx, claim, metav1.UpdateOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil // the claim is gone
+	case err != nil:
+		return err
+	}
+	d.writes.Wrote(gvr.ResourceClaims, written.Namespace+"/"+written.Name, written.ResourceVersion, "")
+	return nil
 }
 
 // reservedForGonePod holds when the claim is allocated and still reserved for its allocation
