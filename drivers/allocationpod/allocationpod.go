@@ -112,14 +112,25 @@ func ReservedFor(claim *resourcev1.ResourceClaim, pod *corev1.Pod) bool {
 	return false
 }
 
-// Unreserve drops the claim's own allocation pod from reservedFor (by name: it holds the
-// claim's UID, so no other pod has it) and reports whether there was an entry to drop.
-func Unreserve(claim *resourcev1.ResourceClaim) bool {
+// ownEntry matches the reservedFor entry of the claim's allocation pod (by name: it holds the
+// claim's UID, so no other pod has it).
+func ownEntry(claim *resourcev1.ResourceClaim) func(resourcev1.ResourceClaimConsumerReference) bool {
 	name := Name(claim)
-	before := len(claim.Status.ReservedFor)
-	claim.Status.ReservedFor = slices.DeleteFunc(claim.Status.ReservedFor, func(r resourcev1.ResourceClaimConsumerReference) bool {
+	return func(r resourcev1.ResourceClaimConsumerReference) bool {
 		return r.APIGroup == "" && r.Resource == "pods" && r.Name == name
-	})
+	}
+}
+
+// ListsOwnPod reports whether the claim's reservedFor names its allocation pod.
+func ListsOwnPod(claim *resourcev1.ResourceClaim) bool {
+	return slices.ContainsFunc(claim.Status.ReservedFor, ownEntry(claim))
+}
+
+// Unreserve drops the claim's own allocation pod from reservedFor and reports whether there was
+// an entry to drop.
+func Unreserve(claim *resourcev1.ResourceClaim) bool {
+	before := len(claim.Status.ReservedFor)
+	claim.Status.ReservedFor = slices.DeleteFunc(claim.Status.ReservedFor, ownEntry(claim))
 	return len(claim.Status.ReservedFor) < before
 }
 

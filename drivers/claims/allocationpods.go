@@ -2,7 +2,6 @@ package claims
 
 import (
 	"context"
-	"slices"
 	"strings"
 	"time"
 
@@ -184,11 +183,8 @@ func (d *Driver) reservedForGonePod(ctx context.Context, obj *unstructured.Unstr
 		return engine.Fact{}, err
 	}
 	name := allocationpod.Name(claim)
-	reserved := slices.ContainsFunc(claim.Status.ReservedFor, func(r resourcev1.ResourceClaimConsumerReference) bool {
-		return r.APIGroup == "" && r.Resource == "pods" && r.Name == name
-	})
 	switch {
-	case claim.Status.Allocation == nil || !reserved:
+	case claim.Status.Allocation == nil || !allocationpod.ListsOwnPod(claim):
 		return engine.Fact{Message: "not reserved for allocation pod " + name}, nil
 	case d.ownPod(claim) != nil:
 		return engine.Fact{Message: "allocation pod " + name + " still exists"}, nil

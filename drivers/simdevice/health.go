@@ -79,7 +79,7 @@ func faultRefused(p Profile, m FaultMode) string {
 		return ""
 	}
 	def := profiles[p]
-	names := make([]string, 0, len(fam.Profiles()))
+	var names []string
 	for _, h := range fam.Profiles() {
 		names = append(names, string(h))
 	}
