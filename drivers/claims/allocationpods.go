@@ -26,23 +26,22 @@ import (
 //  3. claimReservedForAllocationPod: the claim is allocated and reserved for the pod, and the
 //     pod is bound, so kube-scheduler's binding cycle is over (no Unreserve can follow);
 //  4. the machine removes the finalizer (merge patch carrying the resourceVersion);
-//  5. completeAllocation deletes the pod with grace period 0 (it never ran), then drops it from
-//     reservedFor (with the resourceVersion the finalizer patch returned). Leaving the
-//     reservation to kube-controller-manager's resourceclaim controller is not enough: it drops
-//     it only on a pod event or a claim update after the pod is gone (v1.37.2
-//     pkg/controller/resourceclaim enqueuePod, syncClaim), and when its pod informer is
-//     reconnecting (after an API-server outage) for the pod's whole short life, no event ever
-//     comes and the claim stays reserved for a pod that does not exist. Not before the delete:
+//  5. completeAllocation deletes the pod with grace period 0 (it never ran).
+//     kube-controller-manager's resourceclaim controller then drops it from reservedFor on the
+//     pod's delete event (v1.37.2 pkg/controller/resourceclaim enqueuePod, syncClaim). It
+//     deallocates only a claim that still carries the finalizer, and its status write carries
+//     the resourceVersion it read: a stale read that still shows the finalizer conflicts, and
+//     the retry sees it gone;
+//  6. claimReservedForGoneAllocationPod / unreserveAllocationPod: an allocated claim still
+//     reserved for its allocation pod unreserveGrace after a pass first found the pod gone
+//     gets the entry dropped by the machine. kube-controller-manager may never hear of the
+//     deletion: its pod informer, reconnecting after an API-server outage for the pod's whole
+//     short life, gets no event, and the claim would stay reserved for a pod that does not
+//     exist. Not at once: kube-controller-manager makes the same write moments after the
+//     delete, and the two raced (one conflicted on every hand-off). Not before the delete:
 //     kube-controller-manager reserves an allocated claim for a bound pod that uses it and is
 //     not in reservedFor (syncPod, for pods bound without kube-scheduler), so it would put the
-//     entry back. It deallocates only a claim that still carries the finalizer, and its status
-//     write carries the resourceVersion it read: a stale read that still shows the finalizer
-//     conflicts, and the retry sees it gone;
-//  6. claimReservedForGoneAllocationPod / unreserveAllocationPod: an allocated claim still
-//     reserved for its allocation pod once the pod is gone (step 5's write failed after the
-//     delete, or kube-controller-manager's syncPod, from a cache that had not seen the delete,
-//     put the entry back) gets the entry dropped in a later pass. Step 5's write is recorded
-//     (Informers.Writes), so that pass waits for the cache to show it and finds nothing to do.
+//     entry back.
 // The claim ends allocated and reserved for nobody, as the simulator's allocator leaves it, but
 // kube-scheduler made the decision.
 
@@ -137,8 +136,8 @@ func (d *Driver) reservedForPod(ctx context.Context, obj *unstructured.Unstructu
 	return engine.Fact{Holds: true, Message: "allocated for allocation pod " + pod.Name + " on node " + pod.Spec.NodeName}, nil
 }
 
-// complete takes the claim over once its finalizer is removed: it deletes the allocation pod,
-// counts the allocation and drops the pod from reservedFor.
+// complete takes the claim over once its finalizer is removed: it deletes the allocation pod
+// and counts the allocation (the reservation goes in step 5 or 6).
 func (d *Driver) complete(ctx context.Context, obj *unstructured.Unstructured) error {
 	claim, err := typedClaim(ctx, obj)
 	if err != nil {
@@ -148,17 +147,40 @@ func (d *Driver) complete(ctx context.Context, obj *unstructured.Unstructured) e
 	if deleted {
 		d.allocated.Inc()
 	}
+	return err
+}
+
+// reservedForGonePod holds when the claim is allocated and still reserved for its allocation
+// pod, which has been gone for unreserveGrace (step 6); until then it asks for a recheck.
+func (d *Driver) reservedForGonePod(ctx context.Context, obj *unstructured.Unstructured) (engine.Fact, error) {
+	claim, err := typedClaim(ctx, obj)
+	if err != nil {
+		return engine.Fact{}, err
+	}
+	name := allocationpod.Name(claim)
+	switch {
+	case claim.Status.Allocation == nil || !allocationpod.ListsOwnPod(claim):
+		d.gone.forget(claim.UID)
+		return engine.Fact{Message: "not reserved for allocation pod " + name}, nil
+	case d.ownPod(claim) != nil:
+		d.gone.forget(claim.UID)
+		return engine.Fact{Message: "allocation pod " + name + " still exists"}, nil
+	}
+	if wait := d.gone.wait(claim.UID); wait > 0 {
+		return engine.Fact{Message: "reserved for allocation pod " + name + ", which is gone; left to kube-controller-manager for " + wait.Round(time.Millisecond).String(),
+			RecheckAfter: wait}, nil
+	}
+	return engine.Fact{Holds: true, Message: "reserved for allocation pod " + name + ", which is gone"}, nil
+}
+
+// unreserveGonePod drops the gone allocation pod from reservedFor with one status update at the
+// pass's resourceVersion. A conflict (kube-controller-manager wrote first after all) is the
+// engine's to retry, as every write's: the next pass finds nothing to do.
+func (d *Driver) unreserveGonePod(ctx context.Context, obj *unstructured.Unstructured) error {
+	claim, err := typedClaim(ctx, obj)
 	if err != nil {
 		return err
 	}
-	return d.unreserve(ctx, claim, obj)
-}
-
-// unreserve drops the allocation pod from the claim's reservedFor with one status update at the
-// resourceVersion in obj (the finalizer patch's; the typed claim predates it). A conflict is the
-// engine's to retry, as every write's (counted in reconcile_retries_total): the next pass finds
-// the pod gone and takes the unreserve event (step 6) with what the cache shows then.
-func (d *Driver) unreserve(ctx context.Context, claim *resourcev1.ResourceClaim, obj *unstructured.Unstructured) error {
 	claim = claim.DeepCopy()
 	if !allocationpod.Unreserve(claim) {
 		return nil
@@ -172,33 +194,8 @@ func (d *Driver) unreserve(ctx context.Context, claim *resourcev1.ResourceClaim,
 		return err
 	}
 	d.writes.Wrote(gvr.ResourceClaims, written.Namespace+"/"+written.Name, written.ResourceVersion, "")
+	d.gone.forget(claim.UID)
 	return nil
-}
-
-// reservedForGonePod holds when the claim is allocated and still reserved for its allocation
-// pod, which is gone (step 6).
-func (d *Driver) reservedForGonePod(ctx context.Context, obj *unstructured.Unstructured) (engine.Fact, error) {
-	claim, err := typedClaim(ctx, obj)
-	if err != nil {
-		return engine.Fact{}, err
-	}
-	name := allocationpod.Name(claim)
-	switch {
-	case claim.Status.Allocation == nil || !allocationpod.ListsOwnPod(claim):
-		return engine.Fact{Message: "not reserved for allocation pod " + name}, nil
-	case d.ownPod(claim) != nil:
-		return engine.Fact{Message: "allocation pod " + name + " still exists"}, nil
-	}
-	return engine.Fact{Holds: true, Message: "reserved for allocation pod " + name + ", which is gone"}, nil
-}
-
-// unreserveGonePod drops the gone allocation pod from reservedFor.
-func (d *Driver) unreserveGonePod(ctx context.Context, obj *unstructured.Unstructured) error {
-	claim, err := typedClaim(ctx, obj)
-	if err != nil {
-		return err
-	}
-	return d.unreserve(ctx, claim, obj)
 }
 
 // deletePod deletes the allocation pod of a claim that no longer needs it (deleted, or now

@@ -42,6 +42,8 @@ type Driver struct {
 	// claim machine passes over an allocated claim only once the cache shows the allocation.
 	writes    *engine.Writes
 	allocated prometheus.Counter
+	// gone times how long claims stay reserved for their deleted allocation pods.
+	gone goneSince
 
 	// PodNamespaces are where allocation pods may be created (--pod-namespaces).
 	PodNamespaces podnamespaces.Set
@@ -91,6 +93,7 @@ func Register(reg *engine.Registry, view *clusterview.View, kube kubernetes.Inte
 				c := &resourcev1.ResourceClaim{}
 				c.Namespace, c.Name, c.UID = m.GetNamespace(), m.GetName(), m.GetUID()
 				a.DeleteClaim(c)
+				d.gone.forget(c.UID)
 			}
 		},
 	})

@@ -4,8 +4,10 @@ import (
 	"context"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	resourcev1 "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -21,133 +23,127 @@ import (
 	"github.com/draforge/draforge/engine"
 )
 
-// completeAllocation deletes the allocation pod, then drops it from reservedFor itself, keeping a
-// user pod's entry: kube-controller-manager may never hear of the pod's deletion (its pod
-// informer reconnecting after an outage for the pod's whole life). A write that conflicts (the
-// claim changed after the pass read it) is returned for the engine to retry; the next pass's
-// unreserve event drops the entry then (TestReservedForGonePod).
-func TestCompleteUnreservesAllocationPod(t *testing.T) {
-	for _, conflict := range []bool{false, true} {
-		claim := &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "c", UID: "claim-uid", ResourceVersion: "7"}}
-		pod := allocationpod.Build(claim)
-		pod.UID, pod.Spec.NodeName = "pod-uid", "node-a"
-		user := resourcev1.ResourceClaimConsumerReference{Resource: "pods", Name: "user", UID: "user-uid"}
-		claim.Status.Allocation = &resourcev1.AllocationResult{}
-		claim.Status.ReservedFor = []resourcev1.ResourceClaimConsumerReference{
-			{Resource: "pods", Name: pod.Name, UID: pod.UID}, user}
-		u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(claim)
-		if err != nil {
-			t.Fatal(err)
-		}
-		kube := fake.NewClientset(claim.DeepCopy(), pod)
-		updates := 0
-		kube.PrependReactor("update", "resourceclaims", func(a k8stesting.Action) (bool, runtime.Object, error) {
-			updates++
-			if !conflict || updates > 1 {
-				return false, nil, nil
-			}
-			// Another writer changed the claim between our read and our write.
-			c := claim.DeepCopy()
-			c.Labels = map[string]string{"changed": "yes"}
-			c.ResourceVersion = "8"
-			if err := kube.Tracker().Update(schema.GroupVersionResource{Group: "resource.k8s.io", Version: "v1", Resource: "resourceclaims"}, c, "team-a"); err != nil {
-				t.Fatal(err)
-			}
-			return true, nil, apierrors.NewConflict(schema.GroupResource{Group: "resource.k8s.io", Resource: "resourceclaims"}, "c", nil)
-		})
-		pods := cache.NewIndexer(cache.MetaNamespaceKeyFunc, clusterview.PodIndexers())
-		if err := pods.Add(pod); err != nil {
-			t.Fatal(err)
-		}
-		d := &Driver{kube: kube, Pods: clusterview.PodsOver(pods), writes: &engine.Writes{}, allocated: prometheus.NewCounter(prometheus.CounterOpts{Name: "allocations"})}
-		err = d.complete(context.Background(), &unstructured.Unstructured{Object: u})
-		if conflict != apierrors.IsConflict(err) || (!conflict && err != nil) {
-			t.Fatalf("conflict=%v: complete: %v", conflict, err)
-		}
-		if _, err := kube.CoreV1().Pods("team-a").Get(context.Background(), pod.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-			t.Errorf("conflict=%v: allocation pod not deleted: %v", conflict, err)
-		}
-		got, err := kube.ResourceV1().ResourceClaims("team-a").Get(context.Background(), "c", metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		want := []resourcev1.ResourceClaimConsumerReference{user}
-		if conflict { // left for the engine's retry
-			want = claim.Status.ReservedFor
-		}
-		if !slices.Equal(got.Status.ReservedFor, want) || got.Status.Allocation == nil {
-			t.Errorf("conflict=%v: reservedFor %v allocation %v, want %v, still allocated", conflict, got.Status.ReservedFor, got.Status.Allocation, want)
-		}
-		// The pod goes first (kube-controller-manager reserves a claim for a bound pod that uses
-		// it), and the first write carries the resourceVersion the pass read.
-		var verbs []string
-		firstRV := ""
-		for _, a := range kube.Actions() {
-			switch a := a.(type) {
-			case k8stesting.DeleteAction:
-				verbs = append(verbs, "delete "+a.GetResource().Resource)
-			case k8stesting.UpdateAction:
-				verbs = append(verbs, "update "+a.GetResource().Resource)
-				if firstRV == "" {
-					firstRV = a.GetObject().(*resourcev1.ResourceClaim).ResourceVersion
-				}
-			}
-		}
-		if len(verbs) < 2 || verbs[0] != "delete pods" || verbs[1] != "update resourceclaims" {
-			t.Errorf("conflict=%v: writes %v, want the pod's delete before the claim's update", conflict, verbs)
-		}
-		if firstRV != "7" {
-			t.Errorf("conflict=%v: first update at resourceVersion %q, want the pass's 7", conflict, firstRV)
-		}
-		if updates != 1 {
-			t.Errorf("conflict=%v: %d status updates, want 1", conflict, updates)
-		}
-		if conflict && got.Labels["changed"] != "yes" {
-			t.Errorf("the other writer's change was lost: labels %v", got.Labels)
-		}
-	}
-}
-
-// claimReservedForGoneAllocationPod holds only for an allocated claim still reserved for its
-// allocation pod once the pod is gone from the cache; unreserveAllocationPod then drops it.
-func TestReservedForGonePod(t *testing.T) {
-	claim := &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "c", UID: "claim-uid", ResourceVersion: "3"}}
+// completeAllocation deletes the allocation pod and writes nothing to the claim:
+// kube-controller-manager drops the pod from reservedFor on its delete event, and the claim
+// machine only after unreserveGrace (TestReservedForGonePod); writing at once raced it.
+func TestCompleteDeletesAllocationPodOnly(t *testing.T) {
+	claim := &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "c", UID: "claim-uid", ResourceVersion: "7"}}
 	pod := allocationpod.Build(claim)
-	pod.UID = "pod-uid"
+	pod.UID, pod.Spec.NodeName = "pod-uid", "node-a"
 	claim.Status.Allocation = &resourcev1.AllocationResult{}
 	claim.Status.ReservedFor = []resourcev1.ResourceClaimConsumerReference{{Resource: "pods", Name: pod.Name, UID: pod.UID}}
 	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(claim)
 	if err != nil {
 		t.Fatal(err)
 	}
-	obj := &unstructured.Unstructured{Object: u}
-	kube := fake.NewClientset(claim.DeepCopy())
+	kube := fake.NewClientset(claim.DeepCopy(), pod)
 	pods := cache.NewIndexer(cache.MetaNamespaceKeyFunc, clusterview.PodIndexers())
-	d := &Driver{kube: kube, Pods: clusterview.PodsOver(pods), writes: &engine.Writes{}}
 	if err := pods.Add(pod); err != nil {
 		t.Fatal(err)
 	}
-	if f, err := d.reservedForGonePod(context.Background(), obj); err != nil || f.Holds {
-		t.Errorf("pod still cached: %+v %v, want not holding", f, err)
-	}
-	if err := pods.Delete(pod); err != nil {
+	d := &Driver{kube: kube, Pods: clusterview.PodsOver(pods), writes: &engine.Writes{}, allocated: prometheus.NewCounter(prometheus.CounterOpts{Name: "allocations"})}
+	if err := d.complete(context.Background(), &unstructured.Unstructured{Object: u}); err != nil {
 		t.Fatal(err)
 	}
-	if f, err := d.reservedForGonePod(context.Background(), obj); err != nil || !f.Holds {
-		t.Fatalf("pod gone: %+v %v, want holding", f, err)
+	var verbs []string
+	for _, a := range kube.Actions() {
+		if a.GetVerb() != "get" && a.GetVerb() != "list" && a.GetVerb() != "watch" {
+			verbs = append(verbs, a.GetVerb()+" "+a.GetResource().Resource)
+		}
 	}
-	if err := d.unreserveGonePod(context.Background(), obj); err != nil {
-		t.Fatal(err)
+	if !slices.Equal(verbs, []string{"delete pods"}) {
+		t.Errorf("writes %v, want only the pod's delete", verbs)
 	}
-	got, err := kube.ResourceV1().ResourceClaims("team-a").Get(context.Background(), "c", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
+	if _, err := kube.CoreV1().Pods("team-a").Get(context.Background(), pod.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("allocation pod not deleted: %v", err)
 	}
-	if len(got.Status.ReservedFor) != 0 || got.Status.Allocation == nil {
-		t.Errorf("reservedFor %v allocation %v, want none, still allocated", got.Status.ReservedFor, got.Status.Allocation)
+	var m dto.Metric
+	if err := d.allocated.Write(&m); err != nil || m.GetCounter().GetValue() != 1 {
+		t.Errorf("allocations counted %v (%v), want 1", m.GetCounter().GetValue(), err)
 	}
-	u2, _ := runtime.DefaultUnstructuredConverter.ToUnstructured(got)
-	if f, _ := d.reservedForGonePod(context.Background(), &unstructured.Unstructured{Object: u2}); f.Holds {
-		t.Errorf("after the write: %+v, want not holding", f)
+}
+
+// claimReservedForGoneAllocationPod holds only for an allocated claim still reserved for its
+// allocation pod unreserveGrace after a pass first found the pod gone (until then it asks for a
+// recheck at the end of the grace); unreserveAllocationPod then drops the entry, keeping a user
+// pod's, with one write at the pass's resourceVersion, and leaves a conflict to the engine.
+func TestReservedForGonePod(t *testing.T) {
+	for _, conflict := range []bool{false, true} {
+		claim := &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "c", UID: "claim-uid", ResourceVersion: "3"}}
+		pod := allocationpod.Build(claim)
+		pod.UID = "pod-uid"
+		user := resourcev1.ResourceClaimConsumerReference{Resource: "pods", Name: "user", UID: "user-uid"}
+		claim.Status.Allocation = &resourcev1.AllocationResult{}
+		claim.Status.ReservedFor = []resourcev1.ResourceClaimConsumerReference{{Resource: "pods", Name: pod.Name, UID: pod.UID}, user}
+		u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(claim)
+		if err != nil {
+			t.Fatal(err)
+		}
+		obj := &unstructured.Unstructured{Object: u}
+		kube := fake.NewClientset(claim.DeepCopy())
+		updates := 0
+		kube.PrependReactor("update", "resourceclaims", func(a k8stesting.Action) (bool, runtime.Object, error) {
+			updates++
+			if rv := a.(k8stesting.UpdateAction).GetObject().(*resourcev1.ResourceClaim).ResourceVersion; rv != "3" {
+				t.Errorf("update at resourceVersion %q, want the pass's 3", rv)
+			}
+			if !conflict {
+				return false, nil, nil
+			}
+			return true, nil, apierrors.NewConflict(schema.GroupResource{Group: "resource.k8s.io", Resource: "resourceclaims"}, "c", nil)
+		})
+		pods := cache.NewIndexer(cache.MetaNamespaceKeyFunc, clusterview.PodIndexers())
+		now := time.Date(2026, 12, 7, 10, 0, 0, 0, time.UTC)
+		d := &Driver{kube: kube, Pods: clusterview.PodsOver(pods), writes: &engine.Writes{}}
+		d.gone.now = func() time.Time { return now }
+		if err := pods.Add(pod); err != nil {
+			t.Fatal(err)
+		}
+		if f, err := d.reservedForGonePod(context.Background(), obj); err != nil || f.Holds || f.RecheckAfter != 0 {
+			t.Errorf("pod still cached: %+v %v, want not holding, no recheck", f, err)
+		}
+		if err := pods.Delete(pod); err != nil {
+			t.Fatal(err)
+		}
+		// Left to kube-controller-manager first; the recheck comes when the grace ends.
+		if f, err := d.reservedForGonePod(context.Background(), obj); err != nil || f.Holds || f.RecheckAfter != unreserveGrace {
+			t.Fatalf("pod just gone: %+v %v, want not holding, recheck in %s", f, err, unreserveGrace)
+		}
+		now = now.Add(unreserveGrace - time.Second)
+		if f, _ := d.reservedForGonePod(context.Background(), obj); f.Holds || f.RecheckAfter != time.Second {
+			t.Fatalf("pod gone for grace-1s: %+v, want not holding, recheck in 1s", f)
+		}
+		now = now.Add(time.Second)
+		if f, err := d.reservedForGonePod(context.Background(), obj); err != nil || !f.Holds {
+			t.Fatalf("pod gone for the grace: %+v %v, want holding", f, err)
+		}
+		err = d.unreserveGonePod(context.Background(), obj)
+		if conflict != apierrors.IsConflict(err) || (!conflict && err != nil) {
+			t.Fatalf("conflict=%v: unreserve: %v", conflict, err)
+		}
+		if updates != 1 {
+			t.Errorf("conflict=%v: %d status updates, want 1", conflict, updates)
+		}
+		got, err := kube.ResourceV1().ResourceClaims("team-a").Get(context.Background(), "c", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []resourcev1.ResourceClaimConsumerReference{user}
+		if conflict {
+			want = claim.Status.ReservedFor
+		}
+		if !slices.Equal(got.Status.ReservedFor, want) || got.Status.Allocation == nil {
+			t.Errorf("conflict=%v: reservedFor %v allocation %v, want %v, still allocated", conflict, got.Status.ReservedFor, got.Status.Allocation, want)
+		}
+		if conflict {
+			continue
+		}
+		u2, _ := runtime.DefaultUnstructuredConverter.ToUnstructured(got)
+		if f, _ := d.reservedForGonePod(context.Background(), &unstructured.Unstructured{Object: u2}); f.Holds {
+			t.Errorf("after the write: %+v, want not holding", f)
+		}
+		if len(d.gone.first) != 0 {
+			t.Errorf("claims still timed after the write: %v", d.gone.first)
+		}
 	}
 }

@@ -409,8 +409,9 @@ const (
 
 // defaultAllocation measures the controller's default mode (docs/allocator.md): one allocation
 // pod per claim, which kube-scheduler schedules, allocating the claim; the controller then
-// removes kube-scheduler's finalizer, deletes the pod and drops it from reservedFor
-// (kube-controller-manager's resourceclaim controller would too; it is counted).
+// removes kube-scheduler's finalizer and deletes the pod, and kube-controller-manager's
+// resourceclaim controller drops it from reservedFor (the controller does if it has not 3 s
+// later; every agent's writes are counted).
 // The three run first, each behind a
 // counting proxy of its own (kube-controller-manager with only its resourceclaim controller: the
 // node lifecycle controller would taint the bench's heartbeat-less nodes); then n claims are

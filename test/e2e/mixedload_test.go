@@ -328,8 +328,8 @@ func TestMixedLoadNoDoubleAllocation(t *testing.T) {
 	sort.Ints(podWrites)
 	t.Logf("%d standalone claims handed over, %d waiting; writes per handed-over claim: claim %v, allocation pod %v", len(handed), len(waiting), claimWrites, podWrites)
 	// The handoff's writes (docs/allocator.md): claim: finalizer added and
-	// allocation+reservedFor (kube-scheduler), finalizer removed and reservedFor emptied
-	// (the machine, right after deleting the pod); pod: created (the machine), nominatedNodeName and
+	// allocation+reservedFor (kube-scheduler), finalizer removed (the machine) and reservedFor
+	// emptied (kube-controller-manager on the pod's delete event, or the machine 3 s later); pod: created (the machine), nominatedNodeName and
 	// binding (kube-scheduler), deleted with grace period 0 (the machine: one request, stored as
 	// deletionTimestamp and then removal).
 	if len(handed) > 0 && (claimWrites[0] != 4 || podWrites[0] != 5) {

@@ -29,10 +29,9 @@ const (
 	// claim waits out the scheduler's pod backoff (at most 10s); then a scheduling round.
 	schedulerReconnect = 2*30*time.Second + 10*time.Second + 20*time.Second
 	// handoffBound bounds the hand-off once a claim is allocated: the claim machine deletes the
-	// allocation pod and drops it from reservedFor in the next pass, without waiting for
-	// kube-controller-manager's informers (at be85331 and 8c3dea3 in CI, waiting for
-	// kube-controller-manager left reservedFor set beyond 90 s and 150 s: its pod informer
-	// never saw the short-lived pods).
+	// allocation pod and, when kube-controller-manager has not dropped it from reservedFor 3 s
+	// later (its pod informer may never see the short-lived pod after the outage: at be85331
+	// and 8c3dea3 in CI reservedFor stayed set beyond 90 s and 150 s), drops it itself.
 	handoffBound = outageConverge
 )
 
