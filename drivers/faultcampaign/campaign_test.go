@@ -158,7 +158,7 @@ func TestFabricDetachedIsPerNode(t *testing.T) {
 	}
 	fs := mustExpand(t, Campaign{Seed: 5, Mode: simdevice.FaultFabricDetached, Fraction: 0.25}, nodes, 4, 0)
 	within(t, "a quarter of 400 nodes, 4 GPUs each", len(fs)/4, 400, 0.25)
-	spec := simdevice.PoolSpec{DeviceCount: 4, FaultCampaigns: []simdevice.FaultCampaign{{Seed: 5, Mode: simdevice.FaultFabricDetached, Fraction: 0.25}}}
+	spec := simdevice.PoolSpec{DeviceCount: 4, FaultCampaigns: []simdevice.FaultCampaign{{Seed: 5, Mode: simdevice.FaultFabricDetached, Fraction: ptr.To(0.25)}}}
 	var pool []simdevice.Fault
 	for _, n := range nodes {
 		pool = append(pool, spec.CampaignFaults(n, 0)...)

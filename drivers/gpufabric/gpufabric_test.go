@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 
 	"github.com/draforge/draforge/drivers/clusterview"
 	"github.com/draforge/draforge/drivers/gvr"
@@ -55,7 +56,7 @@ func TestOf(t *testing.T) {
 		{"the compute-domain driver's channels are no GPUs", []*simdevice.Pool{channels}, 0, 0, false},
 		{"a campaign hitting every node", []*simdevice.Pool{func() *simdevice.Pool {
 			p := gpus("gb200")
-			p.Spec.FaultCampaigns = []simdevice.FaultCampaign{{Seed: 1, Mode: simdevice.FaultFabricDetached, Fraction: 1}}
+			p.Spec.FaultCampaigns = []simdevice.FaultCampaign{{Seed: 1, Mode: simdevice.FaultFabricDetached, Fraction: ptr.To(float64(1))}}
 			return p
 		}()}, 4, 0, true},
 	} {

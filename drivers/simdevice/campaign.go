@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
-	"fmt"
 	"math"
 	"regexp"
 	"slices"
@@ -13,6 +12,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
 )
 
 // MaxFaultCampaigns bounds spec.faultCampaigns.
@@ -108,7 +108,7 @@ func (c FaultCampaign) timing() campaignTiming {
 		d, _ := time.ParseDuration(s)
 		return d
 	}
-	return campaignTiming{fraction: c.Fraction, mean: parse(c.MeanTimeToFault), start: parse(c.Start), duration: parse(c.Duration)}
+	return campaignTiming{fraction: ptr.Deref(c.Fraction, 0), mean: parse(c.MeanTimeToFault), start: parse(c.Start), duration: parse(c.Duration)}
 }
 
 // onset is when a device (or node) with draw u is hit, after the pool's creation, and whether it
@@ -175,7 +175,7 @@ func (s *PoolSpec) validateCampaigns(sp *field.Path) field.ErrorList {
 		}
 		errs = append(errs, s.validateDriverFault(p, Fault{Mode: c.Mode, XID: c.XID})...)
 		switch {
-		case c.Timed() && c.Fraction != 0:
+		case c.Timed() && c.Fraction != nil:
 			errs = append(errs, field.Forbidden(p.Child("fraction"), "set either fraction (devices hit at once) or meanTimeToFault (devices hit over time), not both"))
 		case c.Timed():
 			if d, err := campaignDuration(c.MeanTimeToFault); err != nil {
@@ -188,8 +188,10 @@ func (s *PoolSpec) validateCampaigns(sp *field.Path) field.ErrorList {
 					errs = append(errs, field.Invalid(p.Child(name), v, err.Error()))
 				}
 			}
-		case !(c.Fraction > 0 && c.Fraction <= 1):
-			errs = append(errs, field.Invalid(p.Child("fraction"), fmt.Sprint(c.Fraction), "must be more than 0 and at most 1 (the fraction of devices hit), or set meanTimeToFault"))
+		case c.Fraction == nil:
+			errs = append(errs, field.Required(p.Child("fraction"), "the fraction of devices hit, more than 0 and at most 1, or set meanTimeToFault"))
+		case !(*c.Fraction > 0 && *c.Fraction <= 1):
+			errs = append(errs, field.Invalid(p.Child("fraction"), *c.Fraction, "must be more than 0 and at most 1 (the fraction of devices hit), or set meanTimeToFault"))
 		}
 		if !c.Timed() {
 			if c.Start != "" {
@@ -215,7 +217,7 @@ func campaignDuration(s string) (time.Duration, error) {
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil {
-		return 0, errors.New(`must be a Go duration such as "500h" or "1h30m" at most 290 years`)
+		return 0, errors.New(`must be a Go duration such as "500h" or "1h30m" of at most 2562047h (about 292 years)`)
 	}
 	return d, nil
 }

@@ -25,7 +25,7 @@ func TestFaultCampaignPublishes(t *testing.T) {
 	}
 	p := newPool(func(s *PoolSpec) {
 		s.Profile, s.DeviceCount, s.TargetNodes = ProfileNvidiaGPU, 8, names[:64]
-		s.FaultCampaigns = []FaultCampaign{{Seed: 9, Mode: FaultXID, XID: ptr.To[int64](79), Fraction: 0.1}}
+		s.FaultCampaigns = []FaultCampaign{{Seed: 9, Mode: FaultXID, XID: ptr.To[int64](79), Fraction: ptr.To(0.1)}}
 		s.Faults = []Fault{{Device: intstr.FromInt32(0), Node: "n-000", Mode: FaultXID, XID: ptr.To[int64](43)}}
 	})
 	if errs := p.Validate(); len(errs) > 0 {
@@ -68,7 +68,7 @@ func TestFaultCampaignPublishes(t *testing.T) {
 		}
 	}
 	// gpu-lost campaigns draw per node and taint every device of a hit node.
-	p.Spec.FaultCampaigns = []FaultCampaign{{Seed: 1, Mode: FaultGPULost, Fraction: 0.5}}
+	p.Spec.FaultCampaigns = []FaultCampaign{{Seed: 1, Mode: FaultGPULost, Fraction: ptr.To(0.5)}}
 	p.Spec.Faults = nil
 	for _, s := range mustSlices(t, p) {
 		lost := CampaignDraw(1, *s.Spec.NodeName, -1) < 0.5
@@ -85,28 +85,32 @@ func TestValidateFaultCampaigns(t *testing.T) {
 		mut  func(*PoolSpec)
 		want string
 	}{
-		"healthy":         {func(s *PoolSpec) { s.FaultCampaigns = []FaultCampaign{{Mode: FaultHealthy, Fraction: 0.1}} }, "spec.faultCampaigns[0].mode: Unsupported value"},
-		"binding-failure": {func(s *PoolSpec) { s.FaultCampaigns = []FaultCampaign{{Mode: FaultBindingFailure, Fraction: 0.1}} }, "spec.faultCampaigns[0].mode: Unsupported value"},
-		"fraction zero":   {func(s *PoolSpec) { s.FaultCampaigns = []FaultCampaign{{Mode: FaultUnhealthy}} }, "spec.faultCampaigns[0].fraction"},
-		"fraction above 1": {func(s *PoolSpec) { s.FaultCampaigns = []FaultCampaign{{Mode: FaultUnhealthy, Fraction: 1.01}} },
+		"healthy": {func(s *PoolSpec) { s.FaultCampaigns = []FaultCampaign{{Mode: FaultHealthy, Fraction: ptr.To(0.1)}} }, "spec.faultCampaigns[0].mode: Unsupported value"},
+		"binding-failure": {func(s *PoolSpec) {
+			s.FaultCampaigns = []FaultCampaign{{Mode: FaultBindingFailure, Fraction: ptr.To(0.1)}}
+		}, "spec.faultCampaigns[0].mode: Unsupported value"},
+		"fraction zero": {func(s *PoolSpec) { s.FaultCampaigns = []FaultCampaign{{Mode: FaultUnhealthy}} }, "spec.faultCampaigns[0].fraction"},
+		"fraction above 1": {func(s *PoolSpec) { s.FaultCampaigns = []FaultCampaign{{Mode: FaultUnhealthy, Fraction: ptr.To(1.01)}} },
 			"spec.faultCampaigns[0].fraction"},
 		"xid missing": {func(s *PoolSpec) {
 			s.Profile = ProfileNvidiaGPU
-			s.FaultCampaigns = []FaultCampaign{{Mode: FaultXID, Fraction: 1}}
+			s.FaultCampaigns = []FaultCampaign{{Mode: FaultXID, Fraction: ptr.To(float64(1))}}
 		}, "spec.faultCampaigns[0].xid: Required"},
 		"xid on ecc": {func(s *PoolSpec) {
 			s.Profile = ProfileNvidiaGPU
-			s.FaultCampaigns = []FaultCampaign{{Mode: FaultECC, XID: ptr.To[int64](1), Fraction: 1}}
+			s.FaultCampaigns = []FaultCampaign{{Mode: FaultECC, XID: ptr.To[int64](1), Fraction: ptr.To(float64(1))}}
 		}, "spec.faultCampaigns[0].xid: Forbidden"},
-		"driver mode, no profile": {func(s *PoolSpec) { s.FaultCampaigns = []FaultCampaign{{Mode: FaultNVLink, Fraction: 1}} }, "spec.faultCampaigns[0].mode"},
+		"driver mode, no profile": {func(s *PoolSpec) {
+			s.FaultCampaigns = []FaultCampaign{{Mode: FaultNVLink, Fraction: ptr.To(float64(1))}}
+		}, "spec.faultCampaigns[0].mode"},
 		"too many": {func(s *PoolSpec) {
 			s.FaultCampaigns = make([]FaultCampaign, 17)
 			for i := range s.FaultCampaigns {
-				s.FaultCampaigns[i] = FaultCampaign{Mode: FaultUnhealthy, Fraction: 0.1}
+				s.FaultCampaigns[i] = FaultCampaign{Mode: FaultUnhealthy, Fraction: ptr.To(0.1)}
 			}
 		}, "spec.faultCampaigns: Too many"},
 		"fraction and mean time": {func(s *PoolSpec) {
-			s.FaultCampaigns = []FaultCampaign{{Mode: FaultUnhealthy, Fraction: 0.1, MeanTimeToFault: "1h"}}
+			s.FaultCampaigns = []FaultCampaign{{Mode: FaultUnhealthy, Fraction: ptr.To(0.1), MeanTimeToFault: "1h"}}
 		}, "spec.faultCampaigns[0].fraction: Forbidden: set either fraction"},
 		"mean time zero": {func(s *PoolSpec) {
 			s.FaultCampaigns = []FaultCampaign{{Mode: FaultUnhealthy, MeanTimeToFault: "0s"}}
@@ -118,12 +122,12 @@ func TestValidateFaultCampaigns(t *testing.T) {
 			s.FaultCampaigns = []FaultCampaign{{Mode: FaultUnhealthy, MeanTimeToFault: "1h", Start: "-1m"}}
 		}, "spec.faultCampaigns[0].start: Invalid value"},
 		"window without mean time": {func(s *PoolSpec) {
-			s.FaultCampaigns = []FaultCampaign{{Mode: FaultUnhealthy, Fraction: 0.5, Duration: "1h"}}
+			s.FaultCampaigns = []FaultCampaign{{Mode: FaultUnhealthy, Fraction: ptr.To(0.5), Duration: "1h"}}
 		}, "spec.faultCampaigns[0].duration: Forbidden: only with meanTimeToFault"},
 		"device groups": {func(s *PoolSpec) {
 			s.DeviceType, s.DeviceCount = "", 0
 			s.DeviceGroups = []DeviceGroup{{DeviceType: "gpu", Count: 1}}
-			s.FaultCampaigns = []FaultCampaign{{Mode: FaultUnhealthy, Fraction: 0.1}}
+			s.FaultCampaigns = []FaultCampaign{{Mode: FaultUnhealthy, Fraction: ptr.To(0.1)}}
 		}, "spec.faultCampaigns: Forbidden"},
 	} {
 		t.Run(name, func(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/utils/ptr"
 )
 
 // TestIntelHealthFaults: the Intel GPU driver publishes one NoExecute taint per unhealthy device,
@@ -93,7 +94,7 @@ func TestIntelHealthCampaignAndRecovery(t *testing.T) {
 	p := newPool(func(s *PoolSpec) {
 		s.Profile = ProfileIntelGPU
 		s.DeviceCount = 2
-		s.FaultCampaigns = []FaultCampaign{{Seed: 1, Mode: FaultMemoryCritical, Fraction: 1}}
+		s.FaultCampaigns = []FaultCampaign{{Seed: 1, Mode: FaultMemoryCritical, Fraction: ptr.To(float64(1))}}
 	})
 	if errs := p.Validate(); len(errs) > 0 {
 		t.Fatal(errs)

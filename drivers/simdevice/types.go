@@ -174,8 +174,9 @@ type FaultCampaign struct {
 	Seed int64     `json:"seed"`
 	Mode FaultMode `json:"mode"`
 	XID  *int64    `json:"xid,omitempty"`
-	// Fraction of the devices hit, in (0, 1]; 0 for a timed campaign.
-	Fraction float64 `json:"fraction,omitempty"`
+	// Fraction of the devices hit, in (0, 1]; unset for a timed campaign (a pointer, so a
+	// written 0 is refused as the CRD refuses it, not taken for unset).
+	Fraction *float64 `json:"fraction,omitempty"`
 	// MeanTimeToFault (a Go duration, e.g. "500h") makes the campaign timed: each device fails
 	// once, an exponentially distributed time with this mean after Start.
 	MeanTimeToFault string `json:"meanTimeToFault,omitempty"`
