@@ -2,6 +2,7 @@ package claims
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"time"
 
@@ -143,6 +144,9 @@ func (d *Driver) complete(ctx context.Context, obj *unstructured.Unstructured) e
 	if err != nil {
 		return err
 	}
+	// The grace starts at the first pass that finds the pod gone after this delete, never
+	// earlier (a pod cache behind the claim cache may have looked like a gone pod before).
+	d.gone.forget(claim.UID)
 	deleted, err := d.deleteOwnPod(ctx, claim)
 	if deleted {
 		d.allocated.Inc()
@@ -151,7 +155,9 @@ func (d *Driver) complete(ctx context.Context, obj *unstructured.Unstructured) e
 }
 
 // reservedForGonePod holds when the claim is allocated and still reserved for its allocation
-// pod, which has been gone for unreserveGrace (step 6); until then it asks for a recheck.
+// pod, which has been gone for unreserveGrace (step 6); until then it asks for a recheck. Only
+// after the hand-off: while kube-scheduler's finalizer is on, a pod missing from the cache is
+// one the cache has not seen yet, bound and in use, not a deleted one.
 func (d *Driver) reservedForGonePod(ctx context.Context, obj *unstructured.Unstructured) (engine.Fact, error) {
 	claim, err := typedClaim(ctx, obj)
 	if err != nil {
@@ -162,6 +168,9 @@ func (d *Driver) reservedForGonePod(ctx context.Context, obj *unstructured.Unstr
 	case claim.Status.Allocation == nil || !allocationpod.ListsOwnPod(claim):
 		d.gone.forget(claim.UID)
 		return engine.Fact{Message: "not reserved for allocation pod " + name}, nil
+	case slices.Contains(claim.Finalizers, resourcev1.Finalizer):
+		d.gone.forget(claim.UID)
+		return engine.Fact{Message: "reserved for allocation pod " + name + ", not handed over yet (finalizer " + resourcev1.Finalizer + ")"}, nil
 	case d.ownPod(claim) != nil:
 		d.gone.forget(claim.UID)
 		return engine.Fact{Message: "allocation pod " + name + " still exists"}, nil
@@ -189,6 +198,7 @@ func (d *Driver) unreserveGonePod(ctx context.Context, obj *unstructured.Unstruc
 	written, err := d.kube.ResourceV1().ResourceClaims(claim.Namespace).UpdateStatus(ctx, claim, metav1.UpdateOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
+		d.gone.forget(claim.UID)
 		return nil // the claim is gone
 	case err != nil:
 		return err

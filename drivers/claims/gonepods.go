@@ -23,6 +23,10 @@ type goneSince struct {
 	now   func() time.Time
 }
 
+// goneForgotten is how old a record is dropped at: a claim deleted while a pass that timed it
+// was running may have its record written back after the delete's forget.
+const goneForgotten = time.Hour
+
 // wait returns how much longer the claim's entry is left to kube-controller-manager: zero when
 // the grace has passed since the first call for the claim.
 func (g *goneSince) wait(claim types.UID) time.Duration {
@@ -34,6 +38,11 @@ func (g *goneSince) wait(claim types.UID) time.Duration {
 	}
 	if g.first == nil {
 		g.first = map[types.UID]time.Time{}
+	}
+	for uid, t := range g.first {
+		if now.Sub(t) > goneForgotten {
+			delete(g.first, uid)
+		}
 	}
 	first, ok := g.first[claim]
 	if !ok {

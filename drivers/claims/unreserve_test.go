@@ -42,8 +42,14 @@ func TestCompleteDeletesAllocationPodOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := &Driver{kube: kube, Pods: clusterview.PodsOver(pods), writes: &engine.Writes{}, allocated: prometheus.NewCounter(prometheus.CounterOpts{Name: "allocations"})}
+	// A pass before the hand-off timed the claim (its pod cache was behind): the grace
+	// restarts with the delete.
+	d.gone.wait(claim.UID)
 	if err := d.complete(context.Background(), &unstructured.Unstructured{Object: u}); err != nil {
 		t.Fatal(err)
+	}
+	if _, timed := d.gone.first[claim.UID]; timed {
+		t.Errorf("the claim is still timed from before the delete")
 	}
 	var verbs []string
 	for _, a := range kube.Actions() {
@@ -105,6 +111,16 @@ func TestReservedForGonePod(t *testing.T) {
 		if err := pods.Delete(pod); err != nil {
 			t.Fatal(err)
 		}
+		// Before the hand-off (kube-scheduler's finalizer on) a pod missing from the cache is
+		// not a deleted one: never timed, never unreserved.
+		protected := obj.DeepCopy()
+		protected.SetFinalizers([]string{resourcev1.Finalizer})
+		for range 2 {
+			if f, err := d.reservedForGonePod(context.Background(), protected); err != nil || f.Holds || f.RecheckAfter != 0 {
+				t.Errorf("finalizer on, pod not cached: %+v %v, want not holding, no recheck", f, err)
+			}
+			now = now.Add(unreserveGrace)
+		}
 		// Left to kube-controller-manager first; the recheck comes when the grace ends.
 		if f, err := d.reservedForGonePod(context.Background(), obj); err != nil || f.Holds || f.RecheckAfter != unreserveGrace {
 			t.Fatalf("pod just gone: %+v %v, want not holding, recheck in %s", f, err, unreserveGrace)
@@ -135,6 +151,10 @@ func TestReservedForGonePod(t *testing.T) {
 		if !slices.Equal(got.Status.ReservedFor, want) || got.Status.Allocation == nil {
 			t.Errorf("conflict=%v: reservedFor %v allocation %v, want %v, still allocated", conflict, got.Status.ReservedFor, got.Status.Allocation, want)
 		}
+		// Timed until the write succeeds: a conflict's retry writes at once.
+		if _, timed := d.gone.first[claim.UID]; timed != conflict {
+			t.Errorf("conflict=%v: claim timed %v after unreserve, want %v", conflict, timed, conflict)
+		}
 		if conflict {
 			continue
 		}
@@ -142,8 +162,20 @@ func TestReservedForGonePod(t *testing.T) {
 		if f, _ := d.reservedForGonePod(context.Background(), &unstructured.Unstructured{Object: u2}); f.Holds {
 			t.Errorf("after the write: %+v, want not holding", f)
 		}
-		if len(d.gone.first) != 0 {
-			t.Errorf("claims still timed after the write: %v", d.gone.first)
-		}
+	}
+}
+
+// A claim's record goes when it is an hour old, so a record written back after the claim's
+// deletion does not stay for the process's life.
+func TestGoneSinceForgetsOldRecords(t *testing.T) {
+	now := time.Date(2026, 12, 7, 10, 0, 0, 0, time.UTC)
+	g := goneSince{now: func() time.Time { return now }}
+	g.wait("deleted-claim")
+	now = now.Add(goneForgotten + time.Second)
+	if w := g.wait("other"); w != unreserveGrace {
+		t.Errorf("a new claim waits %s, want %s", w, unreserveGrace)
+	}
+	if _, ok := g.first["deleted-claim"]; ok || len(g.first) != 1 {
+		t.Errorf("records %v, want only the new claim's", g.first)
 	}
 }

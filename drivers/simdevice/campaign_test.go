@@ -89,7 +89,11 @@ func TestValidateFaultCampaigns(t *testing.T) {
 		"binding-failure": {func(s *PoolSpec) {
 			s.FaultCampaigns = []FaultCampaign{{Mode: FaultBindingFailure, Fraction: ptr.To(0.1)}}
 		}, "spec.faultCampaigns[0].mode: Unsupported value"},
-		"fraction zero": {func(s *PoolSpec) { s.FaultCampaigns = []FaultCampaign{{Mode: FaultUnhealthy}} }, "spec.faultCampaigns[0].fraction"},
+		"no fraction":   {func(s *PoolSpec) { s.FaultCampaigns = []FaultCampaign{{Mode: FaultUnhealthy}} }, "spec.faultCampaigns[0].fraction: Required value"},
+		"fraction zero": {func(s *PoolSpec) { s.FaultCampaigns = []FaultCampaign{{Mode: FaultUnhealthy, Fraction: ptr.To(0.0)}} }, "spec.faultCampaigns[0].fraction: Invalid value: 0"},
+		"fraction zero and mean time": {func(s *PoolSpec) {
+			s.FaultCampaigns = []FaultCampaign{{Mode: FaultUnhealthy, Fraction: ptr.To(0.0), MeanTimeToFault: "1h"}}
+		}, "spec.faultCampaigns[0].fraction: Forbidden"},
 		"fraction above 1": {func(s *PoolSpec) { s.FaultCampaigns = []FaultCampaign{{Mode: FaultUnhealthy, Fraction: ptr.To(1.01)}} },
 			"spec.faultCampaigns[0].fraction"},
 		"xid missing": {func(s *PoolSpec) {

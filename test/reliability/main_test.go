@@ -64,7 +64,7 @@ func dedicatedCluster(t *testing.T) (*cluster.Cluster, *e2eutil.Env) {
 // `kube-scheduler`, the default, where each standalone claim gets an allocation pod that the
 // real kube-scheduler allocates and the controller then hands over (docs/allocator.md). So the
 // control planes here run kube-scheduler and kube-controller-manager too (its resourceclaim
-// controller would drop a deleted pod from reservedFor; the controller does it first); the
+// controller drops a deleted pod from reservedFor, and the controller if it has not 3 s later); the
 // simulator tests create no pods, so neither acts on their claims.
 var allocators = []string{"simulator", "kube-scheduler"}
 
