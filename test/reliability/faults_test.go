@@ -247,8 +247,11 @@ func testFaultInjection(t *testing.T, allocator string) {
 			t.Errorf("retries{class=%s} = %v, want %d (one per injected fault)", class, retries[class], want)
 		}
 	}
-	if retries["Conflict"] < float64(injected["409"]) {
-		t.Errorf("retries{class=Conflict} = %v, want at least the %d injected", retries["Conflict"], injected["409"])
+	// At least the injected 409s; at most two more, real ones (two writers of one object). A
+	// controller racing kube-controller-manager's reservedFor write after each hand-off counted
+	// 24 for 7 injected here (30 claims).
+	if c, inj := retries["Conflict"], float64(injected["409"]); c < inj || c > inj+2 {
+		t.Errorf("retries{class=Conflict} = %v, want the %v injected (at most 2 more)", c, inj)
 	}
 	if forbidden != 1 || terminal != 1 {
 		t.Errorf("terminal errors: %v in total, %v pool/Forbidden; want exactly the forbidden pool's 1", terminal, forbidden)
