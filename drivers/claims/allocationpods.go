@@ -164,16 +164,18 @@ func (d *Driver) reservedForGonePod(ctx context.Context, obj *unstructured.Unstr
 		return engine.Fact{}, err
 	}
 	name := allocationpod.Name(claim)
+	notGone := ""
 	switch {
 	case claim.Status.Allocation == nil || !allocationpod.ListsOwnPod(claim):
-		d.gone.forget(claim.UID)
-		return engine.Fact{Message: "not reserved for allocation pod " + name}, nil
+		notGone = "not reserved for allocation pod " + name
 	case slices.Contains(claim.Finalizers, resourcev1.Finalizer):
-		d.gone.forget(claim.UID)
-		return engine.Fact{Message: "reserved for allocation pod " + name + ", not handed over yet (finalizer " + resourcev1.Finalizer + ")"}, nil
+		notGone = "reserved for allocation pod " + name + ", not handed over yet (finalizer " + resourcev1.Finalizer + ")"
 	case d.ownPod(claim) != nil:
+		notGone = "allocation pod " + name + " still exists"
+	}
+	if notGone != "" {
 		d.gone.forget(claim.UID)
-		return engine.Fact{Message: "allocation pod " + name + " still exists"}, nil
+		return engine.Fact{Message: notGone}, nil
 	}
 	if wait := d.gone.wait(claim.UID); wait > 0 {
 		return engine.Fact{Message: "reserved for allocation pod " + name + ", which is gone; left to kube-controller-manager for " + wait.Round(time.Millisecond).String(),
@@ -194,6 +196,8 @@ func (d *Driver) unreserveGonePod(ctx context.Context, obj *unstructured.Unstruc
 	if !allocationpod.Unreserve(claim) {
 		return nil
 	}
+	// The typed claim is converted once per pass: an action before this one in the same
+	// transition (a finalizer patch) may have moved obj on.
 	claim.ResourceVersion, claim.Finalizers = obj.GetResourceVersion(), obj.GetFinalizers()
 	written, err := d.kube.ResourceV1().ResourceClaims(claim.Namespace).UpdateStatus(ctx, claim, metav1.UpdateOptions{})
 	switch {
